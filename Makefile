@@ -1,0 +1,36 @@
+# Two entry points for a fresh machine with Python 3.11 and Java 17:
+#   make demo   installs autofe into .venv and ingests the shipped example workspace
+#   make test   installs autofe with its dev tools and runs lint, types and the test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN = $(VENV)/bin
+DEMO_DB ?= demo.duckdb
+
+.PHONY: demo test test-slow lint bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/autofe ingest --db $(DEMO_DB)
+	$(BIN)/autofe warehouse stats --db $(DEMO_DB)
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check autofe tests benchmarks
+	$(BIN)/ruff format --check autofe tests benchmarks
+	$(BIN)/mypy autofe tests benchmarks
+
+test: lint
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m slow
+
+bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/ingest.py
+
+clean:
+	rm -rf $(VENV) $(DEMO_DB) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,160 @@
+"""The ``autofe`` command line: thin commands that delegate to library functions."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autofe import __version__
+from autofe.config import DEFAULT_DB, IngestSettings, example_workspace
+from autofe.errors import AutofeError
+
+app = typer.Typer(
+    name="autofe",
+    help="Predict how long a Spark / Databricks job will run before it is submitted.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+warehouse_app = typer.Typer(help="Inspect the telemetry warehouse.", no_args_is_help=True)
+app.add_typer(warehouse_app, name="warehouse")
+
+err = Console(stderr=True)
+out = Console()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_USER_ERROR = 2
+EXIT_PARTIAL = 3
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+DbOpt = Annotated[Path, typer.Option("--db", help="Warehouse file (DuckDB).")]
+
+_state: dict[str, bool] = {"debug": False}
+
+
+def user_errors(fn: F) -> F:
+    """Turn :class:`AutofeError` into one clear line and exit 2 (a traceback with --debug)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except AutofeError as exc:
+            if _state["debug"]:
+                raise
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_USER_ERROR) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.callback()
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log to stderr.")] = False,
+) -> None:
+    """autofe command line."""
+    _state["debug"] = debug
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr, format="%(message)s"
+    )
+
+
+@app.command()
+def version(as_json: JsonOpt = False) -> None:
+    """Print the autofe version."""
+    if as_json:
+        print(json.dumps({"version": __version__}))
+    else:
+        out.print(f"autofe {__version__}")
+
+
+def _print_report(data: dict[str, Any]) -> None:
+    table = Table(title="ingest", show_header=False)
+    for key in ("applications", "runs", "jobs", "stages", "tasks", "sql_executions"):
+        table.add_row(key, f"{data[key]:,}")
+    table.add_row("files ingested / unchanged", f"{data['files_ingested']} / {data['files_unchanged']}")
+    table.add_row("seconds", f"{data['seconds']:.2f}")
+    out.print(table)
+    for issue in data["issues"]:
+        where = issue["path"] + (f":{issue['line']}" if issue["line"] else "")
+        label = "skipped" if issue["fatal"] else "warning"
+        err.print(f"[yellow]{label}:[/] {where}: {issue['reason']}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+@user_errors
+def ingest(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Event logs, folders of them, workspace folders, mapping .toml files."),
+    ] = None,
+    db: DbOpt = DEFAULT_DB,
+    mapping: Annotated[
+        Path | None, typer.Option(help="Mapping .toml for run tables given as PATHS.")
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Parallel parser processes.")] = (
+        IngestSettings.workers
+    ),
+    as_json: JsonOpt = False,
+) -> None:
+    """Ingest Spark event logs, Databricks workspace folders and run tables into the warehouse."""
+    from autofe.pipelines.ingest import ingest as run_ingest
+
+    inputs = paths or [example_workspace()]
+    settings = IngestSettings(db=db, workers=workers)
+    if as_json:
+        report = run_ingest(inputs, settings, mapping)
+    else:
+        with err.status("ingesting…") as status:
+            report = run_ingest(inputs, settings, mapping, progress=lambda p: status.update(p))
+    data = report.as_dict()
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        _print_report(data)
+    if data["files_skipped"]:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+@warehouse_app.command("schema")
+@user_errors
+def warehouse_schema(
+    as_json: JsonOpt = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print docs/schema.md.")] = False,
+) -> None:
+    """Print every table and column with its availability tag."""
+    from autofe.warehouse.docs import schema_markdown, schema_records
+
+    if as_json:
+        print(json.dumps(schema_records(), indent=2))
+    elif markdown:
+        print(schema_markdown(), end="")
+    else:
+        out.print(schema_markdown(), highlight=False)
+
+
+@warehouse_app.command("stats")
+@user_errors
+def warehouse_stats(db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
+    """Row counts of every warehouse table."""
+    from autofe.warehouse.docs import table_counts
+
+    counts = table_counts(db)
+    if as_json:
+        print(json.dumps(counts, indent=2))
+        return
+    table = Table("table", "rows")
+    for name, n in counts.items():
+        table.add_row(name, f"{n:,}")
+    out.print(table)

@@ -1,0 +1,90 @@
+"""``autofe ingest``: route each input to its reader and fill one warehouse."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import duckdb
+
+from autofe.config import IngestSettings
+from autofe.schema import IngestIssue, IngestReport
+from autofe.tools.event_log import ParsedApplication
+from autofe.warehouse.connect import open_warehouse
+
+Progress = Callable[[str], None]
+
+
+def _facts(app: ParsedApplication) -> object:
+    from autofe.pipelines.workspace import AppFacts
+
+    return AppFacts(
+        app_id=str(app.app_id),
+        start_ms=app.start_ms,
+        end_ms=app.end_ms,
+        properties={**app.spark_properties, **app.job_properties},
+        path=Path(app.path),
+    )
+
+
+def _ingest_workspace(
+    con: duckdb.DuckDBPyConnection, root: Path, report: IngestReport, workers: int
+) -> None:
+    from autofe.pipelines.event_logs import ingest_event_logs
+    from autofe.pipelines.workspace import ingest_workspace
+
+    def ingest_logs(paths: list[Path], link: Callable[..., str | None]) -> None:
+        ingest_event_logs(con, paths, report, link=lambda app: link(_facts(app)), workers=workers)
+
+    ingest_workspace(con, root, report, ingest_logs)
+
+
+def ingest_one(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    report: IngestReport,
+    settings: IngestSettings,
+    mapping: Path | None = None,
+) -> None:
+    """Ingest one input: a mapping file, a run table, a workspace folder or event logs."""
+    from autofe.pipelines.event_logs import ingest_event_logs
+    from autofe.pipelines.run_table import ingest_run_table
+    from autofe.pipelines.workspace import is_workspace
+
+    if not path.exists() and not path.is_symlink():
+        report.issues.append(IngestIssue(str(path), "no such file or directory", fatal=True))
+    elif mapping is not None:
+        ingest_run_table(con, mapping, report, table_path=path)
+    elif path.suffix == ".toml":
+        ingest_run_table(con, path, report)
+    elif path.is_dir() and is_workspace(path):
+        _ingest_workspace(con, path, report, settings.workers)
+    else:
+        ingest_event_logs(con, [path], report, workers=settings.workers)
+
+
+def ingest(
+    paths: Sequence[Path],
+    settings: IngestSettings,
+    mapping: Path | None = None,
+    progress: Progress | None = None,
+) -> IngestReport:
+    """Ingest every input into the warehouse at ``settings.db``; returns what was added.
+
+    Raises:
+        WarehouseError: the warehouse cannot be opened.
+        ConfigError: a mapping file is invalid.
+    """
+    started = time.perf_counter()
+    report = IngestReport()
+    con = open_warehouse(settings.db)
+    try:
+        for path in paths:
+            if progress:
+                progress(str(path))
+            ingest_one(con, path, report, settings, mapping)
+    finally:
+        con.close()
+    report.seconds = round(time.perf_counter() - started, 3)
+    return report

@@ -1,0 +1,432 @@
+"""Parse one Spark event log into application, job, stage, SQL and executor facts.
+
+Pure: knows nothing of the warehouse or of MCP. Handles Spark 1.5 to 4.x (event and field
+names changed across versions), every codec Spark writes, rolled logs, ``.inprogress`` logs
+and logs cut mid-line. Bad lines are reported and skipped; the caller decides what to commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from autofe.errors import IngestError
+from autofe.schema import IngestIssue
+from autofe.tools.codecs import iter_decompressed
+from autofe.tools.event_log_files import LogSource
+from autofe.tools.task_metrics import StageTasks, add_task_end, stage_metric_row
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 64 << 20
+"""Longer lines are reported and skipped, so one runaway line cannot exhaust memory."""
+
+MAX_ISSUES_PER_LOG = 50
+"""Beyond this many bad lines only a count is kept, so a garbage file cannot flood the report."""
+
+KNOWN_UNUSED = frozenset(
+    {
+        "SparkListenerTaskStart",
+        "SparkListenerTaskGettingResult",
+        "SparkListenerBlockUpdated",
+        "SparkListenerBlockManagerRemoved",
+        "SparkListenerUnpersistRDD",
+        "SparkListenerExecutorMetricsUpdate",
+        "SparkListenerStageExecutorMetrics",
+        "SparkListenerResourceProfileAdded",
+        "SparkListenerExecutorBlacklisted",
+        "SparkListenerExecutorUnblacklisted",
+        "SparkListenerExecutorExcluded",
+        "SparkListenerExecutorUnexcluded",
+        "SparkListenerNodeBlacklisted",
+        "SparkListenerNodeUnblacklisted",
+        "SparkListenerNodeExcluded",
+        "SparkListenerNodeUnexcluded",
+        "SparkListenerExecutorBlacklistedForStage",
+        "SparkListenerExecutorExcludedForStage",
+        "SparkListenerNodeBlacklistedForStage",
+        "SparkListenerNodeExcludedForStage",
+        "SparkListenerSpeculativeTaskSubmitted",
+        "SparkListenerUnschedulableTaskSetAdded",
+        "SparkListenerUnschedulableTaskSetRemoved",
+        "SparkListenerMiscellaneousProcessAdded",
+        "SparkListenerDriverAccumUpdates",
+        "SparkListenerSQLAdaptiveSQLMetricUpdates",
+        "SparkListenerSQLExecutionUpdate",
+        "StreamingQueryListener.QueryStartedEvent",
+        "StreamingQueryListener.QueryProgressEvent",
+        "StreamingQueryListener.QueryTerminatedEvent",
+        "StreamingQueryListener.QueryIdleEvent",
+        "QueryStartedEvent",
+        "QueryProgressEvent",
+        "QueryTerminatedEvent",
+        "QueryIdleEvent",
+    }
+)
+
+
+@dataclass
+class StageAttempt:
+    stage_id: int
+    attempt_id: int
+    name: str | None = None
+    num_tasks: int | None = None
+    submission_ms: int | None = None
+    completion_ms: int | None = None
+    failure_reason: str | None = None
+    tasks: StageTasks = field(default_factory=StageTasks)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """Task aggregates, filled by :func:`parse_event_log` once the log is read."""
+
+
+@dataclass
+class SparkJob:
+    job_id: int
+    submit_ms: int | None = None
+    completion_ms: int | None = None
+    result: str | None = None
+    stage_ids: list[int] = field(default_factory=list)
+    sql_execution_id: int | None = None
+
+
+@dataclass
+class SqlExecution:
+    execution_id: int
+    root_execution_id: int | None = None
+    description: str | None = None
+    physical_plan: str | None = None
+    final_plan: str | None = None
+    start_ms: int | None = None
+    end_ms: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class Executor:
+    executor_id: str
+    host: str | None = None
+    total_cores: int | None = None
+    add_ms: int | None = None
+    remove_ms: int | None = None
+    remove_reason: str | None = None
+
+
+@dataclass
+class ParsedApplication:
+    """Everything one event log says about its application."""
+
+    path: str
+    app_id: str | None = None
+    attempt_id: str | None = None
+    app_name: str | None = None
+    spark_version: str | None = None
+    spark_user: str | None = None
+    start_ms: int | None = None
+    end_ms: int | None = None
+    spark_properties: dict[str, str] = field(default_factory=dict)
+    job_properties: dict[str, str] = field(default_factory=dict)
+    jobs: dict[int, SparkJob] = field(default_factory=dict)
+    stages: dict[tuple[int, int], StageAttempt] = field(default_factory=dict)
+    sql: dict[int, SqlExecution] = field(default_factory=dict)
+    executors: dict[str, Executor] = field(default_factory=dict)
+    events: int = 0
+    lines: int = 0
+    decompressed_bytes: int = 0
+    unknown_events: Counter[str] = field(default_factory=Counter)
+    issues: list[IngestIssue] = field(default_factory=list)
+    bad_lines: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.end_ms is not None
+
+    @property
+    def task_count(self) -> int:
+        return sum(s.tasks.count for s in self.stages.values())
+
+    def finalize(self) -> None:
+        """Aggregate every stage's tasks and drop the per-task data (it can be large)."""
+        for stage in self.stages.values():
+            stage.metrics = stage_metric_row(stage.tasks)
+            stage.tasks = StageTasks(stage.tasks.count, stage.tasks.failed, stage.tasks.killed)
+
+    def stage(self, stage_id: int, attempt_id: int) -> StageAttempt:
+        key = (stage_id, attempt_id)
+        found = self.stages.get(key)
+        if found is None:
+            found = self.stages[key] = StageAttempt(stage_id, attempt_id)
+        return found
+
+
+Handler = Callable[[ParsedApplication, dict[str, Any]], None]
+
+
+def _on_log_start(app: ParsedApplication, e: dict[str, Any]) -> None:
+    app.spark_version = e.get("Spark Version")
+
+
+def _on_app_start(app: ParsedApplication, e: dict[str, Any]) -> None:
+    app.app_name = e.get("App Name")
+    app.app_id = e.get("App ID") or app.app_id
+    app.attempt_id = e.get("App Attempt ID")
+    app.start_ms = e["Timestamp"]
+    app.spark_user = e.get("User")
+
+
+def _on_app_end(app: ParsedApplication, e: dict[str, Any]) -> None:
+    app.end_ms = e["Timestamp"]
+
+
+def _on_environment(app: ParsedApplication, e: dict[str, Any]) -> None:
+    props = e.get("Spark Properties") or {}
+    items = props.items() if isinstance(props, dict) else props
+    app.spark_properties.update({str(k): str(v) for k, v in items})
+
+
+def _on_job_start(app: ParsedApplication, e: dict[str, Any]) -> None:
+    job = app.jobs.setdefault(e["Job ID"], SparkJob(e["Job ID"]))
+    job.submit_ms = e.get("Submission Time")
+    job.stage_ids = list(e.get("Stage IDs") or [])
+    props = e.get("Properties") or {}
+    sql_id = props.get("spark.sql.execution.id")
+    job.sql_execution_id = int(sql_id) if sql_id not in (None, "") else None
+    for key, value in props.items():
+        if key.startswith(("spark.databricks.job.", "spark.jobGroup.id")):
+            app.job_properties.setdefault(key, str(value))
+    for info in e.get("Stage Infos") or ():
+        _stage_info(app, info, submitted=False)
+
+
+def _on_job_end(app: ParsedApplication, e: dict[str, Any]) -> None:
+    job = app.jobs.setdefault(e["Job ID"], SparkJob(e["Job ID"]))
+    job.completion_ms = e.get("Completion Time")
+    job.result = (e.get("Job Result") or {}).get("Result")
+
+
+def _stage_info(app: ParsedApplication, info: dict[str, Any], *, submitted: bool) -> StageAttempt:
+    stage = app.stage(info["Stage ID"], info.get("Stage Attempt ID", 0))
+    stage.name = info.get("Stage Name") or stage.name
+    stage.num_tasks = info.get("Number of Tasks", stage.num_tasks)
+    stage.submission_ms = info.get("Submission Time") or stage.submission_ms
+    if submitted:
+        stage.completion_ms = info.get("Completion Time") or stage.completion_ms
+        stage.failure_reason = info.get("Failure Reason") or stage.failure_reason
+    return stage
+
+
+def _on_stage_submitted(app: ParsedApplication, e: dict[str, Any]) -> None:
+    _stage_info(app, e["Stage Info"], submitted=False)
+
+
+def _on_stage_completed(app: ParsedApplication, e: dict[str, Any]) -> None:
+    _stage_info(app, e["Stage Info"], submitted=True)
+
+
+def _on_task_end(app: ParsedApplication, e: dict[str, Any]) -> None:
+    stage = app.stage(e["Stage ID"], e.get("Stage Attempt ID", 0))
+    add_task_end(stage.tasks, e)
+
+
+def _on_sql_start(app: ParsedApplication, e: dict[str, Any]) -> None:
+    ex = app.sql.setdefault(e["executionId"], SqlExecution(e["executionId"]))
+    ex.root_execution_id = e.get("rootExecutionId")
+    ex.description = e.get("description")
+    ex.physical_plan = e.get("physicalPlanDescription")
+    ex.start_ms = e.get("time")
+
+
+def _on_sql_end(app: ParsedApplication, e: dict[str, Any]) -> None:
+    ex = app.sql.setdefault(e["executionId"], SqlExecution(e["executionId"]))
+    ex.end_ms = e.get("time")
+    ex.error = e.get("errorMessage") or None
+
+
+def _on_sql_adaptive(app: ParsedApplication, e: dict[str, Any]) -> None:
+    ex = app.sql.setdefault(e["executionId"], SqlExecution(e["executionId"]))
+    ex.final_plan = e.get("physicalPlanDescription")
+
+
+def _on_executor_added(app: ParsedApplication, e: dict[str, Any]) -> None:
+    info = e.get("Executor Info") or {}
+    ex = app.executors.setdefault(e["Executor ID"], Executor(e["Executor ID"]))
+    ex.host = info.get("Host")
+    ex.total_cores = info.get("Total Cores")
+    ex.add_ms = e.get("Timestamp")
+
+
+def _on_executor_removed(app: ParsedApplication, e: dict[str, Any]) -> None:
+    ex = app.executors.setdefault(e["Executor ID"], Executor(e["Executor ID"]))
+    ex.remove_ms = e.get("Timestamp")
+    ex.remove_reason = e.get("Removed Reason")
+
+
+def _on_block_manager_added(app: ParsedApplication, e: dict[str, Any]) -> None:
+    bm = e.get("Block Manager ID") or {}
+    executor_id = bm.get("Executor ID")
+    if executor_id == "driver" and "driver" not in app.executors:
+        app.executors["driver"] = Executor("driver", bm.get("Host"), None, e.get("Timestamp"))
+
+
+HANDLERS: dict[str, Handler] = {
+    "SparkListenerLogStart": _on_log_start,
+    "SparkListenerApplicationStart": _on_app_start,
+    "SparkListenerApplicationEnd": _on_app_end,
+    "SparkListenerEnvironmentUpdate": _on_environment,
+    "SparkListenerJobStart": _on_job_start,
+    "SparkListenerJobEnd": _on_job_end,
+    "SparkListenerStageSubmitted": _on_stage_submitted,
+    "SparkListenerStageCompleted": _on_stage_completed,
+    "SparkListenerTaskEnd": _on_task_end,
+    "SparkListenerSQLExecutionStart": _on_sql_start,
+    "SparkListenerSQLExecutionEnd": _on_sql_end,
+    "SparkListenerSQLAdaptiveExecutionUpdate": _on_sql_adaptive,
+    "SparkListenerExecutorAdded": _on_executor_added,
+    "SparkListenerExecutorRemoved": _on_executor_removed,
+    "SparkListenerBlockManagerAdded": _on_block_manager_added,
+}
+
+
+def short_event_name(name: str) -> str:
+    """Drop the package prefix SQL and streaming events carry since Spark 2.
+
+    >>> short_event_name("org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart")
+    'SparkListenerSQLExecutionStart'
+    >>> short_event_name("org.apache.spark.sql.streaming.StreamingQueryListener$QueryIdleEvent")
+    'QueryIdleEvent'
+    """
+    return name.rsplit(".", 1)[-1].rsplit("$", 1)[-1]
+
+
+def iter_lines(path: Path, app: ParsedApplication) -> Iterator[tuple[int, bytes]]:
+    """Yield (1-based line number, line) of one log part, guarding against runaway lines.
+
+    A decompression failure is recorded as an issue after every decodable line was yielded,
+    so a log cut mid-stream is ingested up to the damage.
+    """
+    pending = b""
+    number = 0
+    skipping = False
+    try:
+        for chunk in iter_decompressed(path):
+            app.decompressed_bytes += len(chunk)
+            pieces = (pending + chunk).split(b"\n") if pending else chunk.split(b"\n")
+            pending = pieces.pop()
+            for piece in pieces:
+                number += 1
+                if skipping:
+                    skipping = False
+                    continue
+                yield number, piece
+            if len(pending) > MAX_LINE_BYTES:
+                _issue(app, str(path), number + 1, f"line longer than {MAX_LINE_BYTES >> 20} MiB")
+                pending, skipping = b"", True
+    except IngestError as exc:
+        _issue(app, str(path), None, exc.reason)
+    if pending.strip() and not skipping:
+        yield number + 1, pending
+
+
+def _issue(app: ParsedApplication, path: str, line: int | None, reason: str) -> None:
+    app.bad_lines += line is not None
+    if len(app.issues) < MAX_ISSUES_PER_LOG:
+        app.issues.append(IngestIssue(path, reason, line))
+
+
+def _decode(line: bytes) -> dict[str, Any]:
+    event = orjson.loads(line)
+    if not isinstance(event, dict) or not isinstance(event.get("Event"), str):
+        raise ValueError("not a Spark event (no \"Event\" field)")
+    return event
+
+
+def _event_name(line: bytes) -> str | None:
+    """Read the event name without parsing the line (Spark writes "Event" first)."""
+    if not line.startswith(b'{"Event":"'):
+        return None
+    end = line.find(b'"', 10)
+    return line[10:end].decode() if end > 0 else None
+
+
+def _handle_line(app: ParsedApplication, path: Path, number: int, line: bytes) -> None:
+    raw_name = _event_name(line)
+    name = short_event_name(raw_name) if raw_name else None
+    if name in KNOWN_UNUSED:
+        app.events += 1
+        return
+    try:
+        event = _fast_task_end(line) if name == "SparkListenerTaskEnd" else None
+        event = event or _decode(line)
+        name = short_event_name(event["Event"])
+        handler = HANDLERS.get(name)
+        if handler is not None:
+            handler(app, event)
+        elif name not in KNOWN_UNUSED:
+            app.unknown_events[name] += 1
+        app.events += 1
+    except orjson.JSONDecodeError as exc:
+        _issue(app, str(path), number, f"invalid JSON: {exc}")
+    except KeyError as exc:
+        _issue(app, str(path), number, f"{name or 'event'} is missing field {exc}")
+    except (TypeError, ValueError, AttributeError) as exc:
+        _issue(app, str(path), number, f"{name or 'event'} has an unexpected shape: {exc}")
+
+
+def _fast_task_end(line: bytes) -> dict[str, Any] | None:
+    """Parse a TaskEnd without its large ``Accumulables`` list (85 % of a log's bytes).
+
+    Spark writes Task Info's scalar fields before ``Accumulables`` and ``Task Metrics`` last;
+    when the line does not have that shape, None makes the caller parse the whole line.
+    """
+    line = line.rstrip()
+    info_at = line.find(b',"Task Info":{')
+    acc_at = line.find(b',"Accumulables":', info_at)
+    metrics_at = line.rfind(b',"Task Metrics":')
+    if min(info_at, acc_at, metrics_at) < 0 or not acc_at < metrics_at or line[-1:] != b"}":
+        return None
+    try:
+        head = orjson.loads(line[:info_at] + b"}")
+        info = orjson.loads(line[info_at + 13 : acc_at] + b"}")
+        metrics = orjson.loads(line[metrics_at + 16 : -1])
+    except orjson.JSONDecodeError:
+        return None
+    if "Finish Time" not in info or not isinstance(head, dict):
+        return None
+    head["Task Info"] = info
+    head["Task Metrics"] = metrics
+    return head
+
+
+def parse_event_log(source: LogSource | Path) -> ParsedApplication:
+    """Parse one application's event log (all parts of a rolled log, in order).
+
+    Raises:
+        IngestError: nothing usable: unreadable, empty, wrong codec, or no Spark events.
+    """
+    src = source if isinstance(source, LogSource) else LogSource((source,))
+    app = ParsedApplication(path=str(src.path))
+    for part in src.parts:
+        for number, line in iter_lines(part, app):
+            app.lines += 1
+            if line.strip():
+                _handle_line(app, part, number, line)
+    _require_events(app, src)
+    app.finalize()
+    return app
+
+
+def _require_events(app: ParsedApplication, src: LogSource) -> None:
+    if app.events:
+        if app.app_id is None:
+            app.app_id = src.path.name.removesuffix(".inprogress")
+            _issue(app, app.path, None, "no SparkListenerApplicationStart: id from the file name")
+        return
+    reasons = "; ".join(dict.fromkeys(i.reason for i in app.issues))
+    if app.decompressed_bytes == 0:
+        raise IngestError(app.path, reasons or "empty file")
+    raise IngestError(app.path, "no Spark events found" + (f" ({reasons})" if reasons else ""))

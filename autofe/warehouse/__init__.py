@@ -1,0 +1,1 @@
+"""The DuckDB telemetry warehouse: schema with availability tags, connection, writers."""

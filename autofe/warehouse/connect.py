@@ -1,0 +1,99 @@
+"""Open (and create) the DuckDB warehouse file with its schema and column catalog."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+import duckdb
+
+from autofe.errors import WarehouseError
+from autofe.warehouse.tables import TABLES, Table
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+
+def create_table_sql(t: Table) -> str:
+    """DDL for one table.
+
+    >>> "PRIMARY KEY (run_id)" in create_table_sql(__import__("autofe.warehouse.tables",
+    ...     fromlist=["RUNS"]).RUNS)
+    True
+    """
+    cols = [f'"{c.name}" {c.type}' for c in t.columns]
+    if t.primary_key:
+        cols.append(f"PRIMARY KEY ({', '.join(t.primary_key)})")
+    return f"CREATE TABLE IF NOT EXISTS {t.name} ({', '.join(cols)})"
+
+
+def schema_fingerprint() -> str:
+    """A short hash of every table, column, type and availability tag.
+
+    Model artifacts store it so a model trained against one schema refuses another.
+    """
+    h = hashlib.sha256()
+    for t in TABLES:
+        for c in t.columns:
+            h.update(f"{t.name}.{c.name}:{c.type}:{c.availability}:{c.ordered_by}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _write_catalog(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        "CREATE OR REPLACE TABLE column_catalog (table_name VARCHAR, column_name VARCHAR, "
+        "data_type VARCHAR, availability VARCHAR, ordered_by VARCHAR, description VARCHAR, "
+        "PRIMARY KEY (table_name, column_name))"
+    )
+    rows = [
+        (t.name, c.name, c.type, str(c.availability), c.ordered_by, c.doc)
+        for t in TABLES
+        for c in t.columns
+    ]
+    con.executemany("INSERT INTO column_catalog VALUES (?, ?, ?, ?, ?, ?)", rows)
+    con.execute(
+        "CREATE OR REPLACE TABLE warehouse_meta AS SELECT ? AS schema_version, ? AS fingerprint",
+        [SCHEMA_VERSION, schema_fingerprint()],
+    )
+
+
+def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'warehouse_meta'"
+    ).fetchone()
+    if found and found[0]:
+        row = con.execute("SELECT fingerprint FROM warehouse_meta").fetchone()
+        if row and row[0] == schema_fingerprint():
+            return
+    con.execute("BEGIN")
+    for t in TABLES:
+        con.execute(create_table_sql(t))
+    _write_catalog(con)
+    con.execute("COMMIT")
+
+
+def open_warehouse(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse at ``path``, creating the file and schema on first use.
+
+    Raises:
+        WarehouseError: the file is not a DuckDB database, is locked by another process, or
+            (read-only) does not exist.
+    """
+    p = Path(path)
+    if read_only and not p.exists():
+        raise WarehouseError(f"warehouse {p} does not exist: run `autofe ingest` first")
+    if not read_only:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(str(p), read_only=read_only)
+    except (duckdb.IOException, duckdb.Error) as exc:
+        raise WarehouseError(f"cannot open warehouse {p}: {_first_line(exc)}") from exc
+    if not read_only:
+        _ensure_schema(con)
+    return con
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,66 @@
+"""Insert rows into warehouse tables by column name, and remove an application's rows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from autofe.errors import WarehouseError
+from autofe.warehouse.tables import table
+
+APP_CHILD_TABLES = ("spark_jobs", "stages", "sql_executions", "executors")
+
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "VARCHAR": pa.string(),
+    "JSON": pa.string(),
+    "BIGINT": pa.int64(),
+    "INTEGER": pa.int32(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "TIMESTAMP": pa.timestamp("us"),
+    "INTEGER[]": pa.list_(pa.int32()),
+}
+
+
+def _arrow_table(table_name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """Rows to a typed Arrow table.
+
+    Going through Arrow is ~20x faster than binding one parameter per value, which made
+    writing an application's stages slower than parsing its whole log.
+    """
+    columns = table(table_name).columns
+    try:
+        return pa.table(
+            {c.name: pa.array([r.get(c.name) for r in rows], ARROW_TYPES[c.type]) for c in columns}
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        raise WarehouseError(f"cannot write {table_name}: {exc}") from exc
+
+
+def insert_rows(
+    con: duckdb.DuckDBPyConnection,
+    table_name: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    replace: bool = False,
+) -> int:
+    """Insert dict rows (missing keys become NULL); ``replace`` upserts on the primary key."""
+    if not rows:
+        return 0
+    names = ", ".join(f'"{c.name}"' for c in table(table_name).columns)
+    verb = "INSERT OR REPLACE" if replace else "INSERT"
+    con.register("_incoming", _arrow_table(table_name, rows))
+    try:
+        con.execute(f"{verb} INTO {table_name} ({names}) SELECT {names} FROM _incoming")
+    finally:
+        con.unregister("_incoming")
+    return len(rows)
+
+
+def delete_application(con: duckdb.DuckDBPyConnection, app_key: str) -> None:
+    """Remove an application and its child rows, so a newer log of it replaces them."""
+    for name in (*APP_CHILD_TABLES, "applications"):
+        con.execute(f"DELETE FROM {name} WHERE app_key = ?", [app_key])

@@ -1,0 +1,47 @@
+"""Shared fixtures: where the third-party data lives, and a warehouse built once per session."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autofe.config import external_data_dir
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def external() -> Path:
+    """``../shared/data/external`` (real third-party data); tests skip when it is absent."""
+    path = external_data_dir()
+    if path is None:
+        pytest.skip("../shared/data/external is not beside this checkout")
+    return path
+
+
+@pytest.fixture(scope="session")
+def eventlogs(external: Path) -> Path:
+    return external / "spark-eventlogs"
+
+
+@pytest.fixture(scope="session")
+def corpus_warehouse(tmp_path_factory: pytest.TempPathFactory, eventlogs: Path) -> Path:
+    """The whole real event-log corpus ingested once; copy it before writing."""
+    from autofe.pipelines.event_logs import ingest_event_logs
+    from autofe.schema import IngestReport
+    from autofe.warehouse.connect import open_warehouse
+
+    db = tmp_path_factory.mktemp("corpus") / "corpus.duckdb"
+    con = open_warehouse(db)
+    ingest_event_logs(con, [eventlogs], IngestReport())
+    con.close()
+    return db
+
+
+@pytest.fixture
+def warehouse_copy(tmp_path: Path, corpus_warehouse: Path) -> Path:
+    dest = tmp_path / "w.duckdb"
+    shutil.copy(corpus_warehouse, dest)
+    return dest
