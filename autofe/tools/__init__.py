@@ -1,0 +1,1 @@
+"""Domain tools (event-log reading, decompression); protocol wrappers live elsewhere."""
