@@ -1,0 +1,1 @@
+"""Ingest pipelines: turn event logs, workspaces and run tables into warehouse rows."""
