@@ -25,8 +25,11 @@ def external_data_dir() -> Path | None:
 
 
 def example_workspace() -> Path:
-    """The shipped example workspace every command defaults to."""
-    return REPO_DIR / "examples" / "workspaces" / "lab-small"
+    """The shipped example workspace every command defaults to.
+
+    A small hand-written Databricks-style workspace until the workload lab generates a real one.
+    """
+    return REPO_DIR / "examples" / "workspaces" / "mini"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from autofe.pipelines.workspace import (
 from autofe.schema import IngestReport
 from autofe.warehouse.connect import open_warehouse
 
-MINI = Path(__file__).resolve().parents[1] / "fixtures" / "workspace-mini"
+MINI = Path(__file__).resolve().parents[2] / "examples" / "workspaces" / "mini"
 REAL_LOG = "spark-rapids-tools/spark-events-qualification/db_subExecution_id.zstd"
 ALL_PURPOSE = "0207-201646-mku1a74m"
 
