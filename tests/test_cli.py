@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from autofe import __version__
+from autofe.cli import EXIT_PARTIAL, EXIT_USER_ERROR, app
+
+runner = CliRunner()
+
+
+def test_version_json() -> None:
+    result = runner.invoke(app, ["version", "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"version": __version__}
+
+
+def test_schema_json_lists_availability_tags() -> None:
+    result = runner.invoke(app, ["warehouse", "schema", "--json"])
+    records = json.loads(result.stdout)
+    label = next(r for r in records if (r["table"], r["column"]) == ("runs", "duration_s"))
+    assert label["availability"] == "post_execution"
+
+
+def test_ingest_json_summary_and_stats(tmp_path: Path, eventlogs: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    log = eventlogs / "sparklens" / "local-1532512550423"
+    result = runner.invoke(app, ["ingest", str(log), "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["applications"] == 1
+    assert (summary["stages"], summary["tasks"]) == (2, 8)
+    assert summary["files_skipped"] == []
+    assert summary["seconds"] > 0
+    stats = json.loads(runner.invoke(app, ["warehouse", "stats", "--db", str(db), "--json"]).stdout)
+    assert stats["applications"] == 1
+    assert stats["runs"] == 1
+
+
+def test_ingest_reports_a_missing_path_and_keeps_the_rest(tmp_path: Path, eventlogs: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    good = eventlogs / "dr-elephant" / "event_log_1"
+    missing = tmp_path / "nope.zstd"
+    result = runner.invoke(app, ["ingest", str(missing), str(good), "--db", str(db), "--json"])
+    assert result.exit_code == EXIT_PARTIAL
+    summary = json.loads(result.stdout)
+    assert summary["applications"] == 1
+    assert summary["files_skipped"] == [
+        {"path": str(missing), "line": None, "reason": "no such file or directory", "fatal": True}
+    ]
+
+
+def test_user_error_is_one_line_without_traceback(tmp_path: Path, eventlogs: Path) -> None:
+    bogus = tmp_path / "w.duckdb"
+    bogus.write_text("this is not a database\n" * 50)
+    result = runner.invoke(app, ["ingest", str(eventlogs / "sparklens"), "--db", str(bogus)])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert "Traceback" not in result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1
+    assert lines[0].startswith("error: cannot open warehouse")
+    assert bogus.read_text().startswith("this is not a database")
+
+
+def test_reingest_adds_nothing(tmp_path: Path, eventlogs: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    src = tmp_path / "logs"
+    shutil.copytree(eventlogs / "sparklint", src)
+    first = json.loads(runner.invoke(app, ["ingest", str(src), "--db", str(db), "--json"]).stdout)
+    again = json.loads(runner.invoke(app, ["ingest", str(src), "--db", str(db), "--json"]).stdout)
+    assert first["applications"] == 2
+    assert (again["applications"], again["files_unchanged"]) == (0, 2)
+
+
+MAPPINGS = Path(__file__).resolve().parents[1] / "examples" / "mappings"
+
+
+def test_ingest_routes_mapping_files_and_tables(tmp_path: Path, external: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    toml = MAPPINGS / "cherrypick.toml"
+    first = runner.invoke(app, ["ingest", str(toml), "--db", str(db), "--json"])
+    assert json.loads(first.stdout)["runs"] == 291
+    head = (external / "cherrypick" / "CP_tpch.csv").read_text().splitlines()[:4]
+    table = tmp_path / "CP_tpch_first3.csv"
+    table.write_text("\n".join(head) + "\n")
+    fresh = tmp_path / "fresh.duckdb"
+    args = ["ingest", str(table), "--mapping", str(toml), "--db", str(fresh), "--json"]
+    assert json.loads(runner.invoke(app, args).stdout)["runs"] == 3
+
+
+def test_ingest_without_paths_reads_the_example_workspace(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    result = runner.invoke(app, ["ingest", "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["runs"] == 6
+    assert summary["files_skipped"] == []
