@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 MAX_LINE_BYTES = 64 << 20
 """Longer lines are reported and skipped, so one runaway line cannot exhaust memory."""
 
+_BIG_LINE = 1 << 20
+"""Lines longer than this are checked for a closing brace before they are parsed."""
+
 MAX_ISSUES_PER_LOG = 50
 """Beyond this many bad lines only a count is kept, so a garbage file cannot flood the report."""
 
@@ -151,7 +154,12 @@ class ParsedApplication:
         return sum(s.tasks.count for s in self.stages.values())
 
     def finalize(self) -> None:
-        """Aggregate every stage's tasks and drop the per-task data (it can be large)."""
+        """Aggregate every stage's tasks and drop the per-task data (it can be large).
+
+        Stages a JobStart declared but that never ran (skipped: their shuffle output was
+        reused) are dropped; ``SparkJob.stage_ids`` still lists them.
+        """
+        self.stages = {k: s for k, s in self.stages.items() if not _never_ran(s)}
         for stage in self.stages.values():
             stage.metrics = stage_metric_row(stage.tasks)
             stage.tasks = StageTasks(stage.tasks.count, stage.tasks.failed, stage.tasks.killed)
@@ -162,6 +170,10 @@ class ParsedApplication:
         if found is None:
             found = self.stages[key] = StageAttempt(stage_id, attempt_id)
         return found
+
+
+def _never_ran(stage: StageAttempt) -> bool:
+    return stage.submission_ms is None and stage.completion_ms is None and not stage.tasks.count
 
 
 Handler = Callable[[ParsedApplication, dict[str, Any]], None]
@@ -306,30 +318,44 @@ def short_event_name(name: str) -> str:
 def iter_lines(path: Path, app: ParsedApplication) -> Iterator[tuple[int, bytes]]:
     """Yield (1-based line number, line) of one log part, guarding against runaway lines.
 
+    A line split across chunks is held once while it grows (plus one copy when yielded); a
+    line longer than MAX_LINE_BYTES is reported once and its rest is dropped as it streams by.
     A decompression failure is recorded as an issue after every decodable line was yielded,
     so a log cut mid-stream is ingested up to the damage.
     """
-    pending = b""
+    pending = bytearray()
     number = 0
     skipping = False
     try:
         for chunk in iter_decompressed(path):
             app.decompressed_bytes += len(chunk)
-            pieces = (pending + chunk).split(b"\n") if pending else chunk.split(b"\n")
-            pending = pieces.pop()
-            for piece in pieces:
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
                 number += 1
-                if skipping:
-                    skipping = False
-                    continue
-                yield number, piece
+                if not skipping:
+                    yield number, _take_line(pending, chunk, start, end)
+                skipping = False
+                start = end + 1
+            if not skipping:
+                pending += memoryview(chunk)[start:]
             if len(pending) > MAX_LINE_BYTES:
                 _issue(app, str(path), number + 1, f"line longer than {MAX_LINE_BYTES >> 20} MiB")
-                pending, skipping = b"", True
+                pending.clear()
+                skipping = True
     except IngestError as exc:
         _issue(app, str(path), None, exc.reason)
     if pending.strip() and not skipping:
-        yield number + 1, pending
+        yield number + 1, bytes(pending)
+
+
+def _take_line(pending: bytearray, chunk: bytes, start: int, end: int) -> bytes:
+    """The line ending at ``chunk[end]``: the held start of it, if any, plus its tail."""
+    if not pending:
+        return chunk[start:end]
+    pending += memoryview(chunk)[start:end]
+    line = bytes(pending)
+    pending.clear()
+    return line
 
 
 def _issue(app: ParsedApplication, path: str, line: int | None, reason: str) -> None:
@@ -341,7 +367,7 @@ def _issue(app: ParsedApplication, path: str, line: int | None, reason: str) -> 
 def _decode(line: bytes) -> dict[str, Any]:
     event = orjson.loads(line)
     if not isinstance(event, dict) or not isinstance(event.get("Event"), str):
-        raise ValueError("not a Spark event (no \"Event\" field)")
+        raise ValueError('not a Spark event (no "Event" field)')
     return event
 
 
@@ -354,10 +380,16 @@ def _event_name(line: bytes) -> str | None:
 
 
 def _handle_line(app: ParsedApplication, path: Path, number: int, line: bytes) -> None:
+    if len(line) > _BIG_LINE and not line[-4096:].rstrip().endswith(b"}"):
+        # orjson's error path copies a failing document about 12 times (600 MB for a 50 MB
+        # line); a cut or garbage giant line is recognisable from its end alone.
+        reason = f"invalid JSON: {len(line)}-byte line does not end with '}}' (cut or not JSON)"
+        _issue(app, str(path), number, reason)
+        return
     raw_name = _event_name(line)
     name = short_event_name(raw_name) if raw_name else None
-    if name in KNOWN_UNUSED:
-        app.events += 1
+    if name in KNOWN_UNUSED and line.rstrip().endswith(b"}"):
+        app.events += 1  # unread, but a line cut short is still parsed below to report it
         return
     try:
         event = _fast_task_end(line) if name == "SparkListenerTaskEnd" else None
@@ -423,10 +455,18 @@ def parse_event_log(source: LogSource | Path) -> ParsedApplication:
 def _require_events(app: ParsedApplication, src: LogSource) -> None:
     if app.events:
         if app.app_id is None:
-            app.app_id = src.path.name.removesuffix(".inprogress")
-            _issue(app, app.path, None, "no SparkListenerApplicationStart: id from the file name")
+            _identify_from_properties(app, src)
         return
     reasons = "; ".join(dict.fromkeys(i.reason for i in app.issues))
     if app.decompressed_bytes == 0:
         raise IngestError(app.path, reasons or "empty file")
     raise IngestError(app.path, "no Spark events found" + (f" ({reasons})" if reasons else ""))
+
+
+def _identify_from_properties(app: ParsedApplication, src: LogSource) -> None:
+    """Name an application whose log lacks its ApplicationStart (cut head, copied logs)."""
+    props = app.spark_properties
+    app.app_id = props.get("spark.app.id") or src.path.name.removesuffix(".inprogress")
+    app.app_name = app.app_name or props.get("spark.app.name")
+    origin = "spark.app.id" if "spark.app.id" in props else "the file name"
+    _issue(app, app.path, None, f"no SparkListenerApplicationStart: id from {origin}")

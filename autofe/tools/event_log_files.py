@@ -38,9 +38,7 @@ def rolled_parts(directory: Path) -> tuple[Path, ...] | None:
     and keeps writing the current ``eventlog`` last.
     """
     names = {p.name: p for p in directory.iterdir() if p.is_file()}
-    v2 = sorted(
-        (int(m.group(1)), p) for n, p in names.items() if (m := _V2_PART.match(n))
-    )
+    v2 = sorted((int(m.group(1)), p) for n, p in names.items() if (m := _V2_PART.match(n)))
     if v2 and directory.name.startswith("eventlog_v2_"):
         return tuple(p for _, p in v2)
     db = sorted(p for n, p in names.items() if _DB_PART.match(n))

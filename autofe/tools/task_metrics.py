@@ -75,13 +75,16 @@ def _metric_tuple(m: dict[str, Any]) -> tuple[Any, ...]:
 def add_task_end(tasks: StageTasks, event: dict[str, Any]) -> None:
     """Fold one TaskEnd event into its stage's aggregates."""
     info = event["Task Info"]
+    reason = (event.get("Task End Reason") or _EMPTY).get("Reason")
+    finish, launch = info.get("Finish Time") or 0, info.get("Launch Time") or 0
+    duration = max(finish - launch, 0) if finish else 0
+    metrics = _metric_tuple(event.get("Task Metrics") or _EMPTY)
+    # Nothing is counted until every field was read, so a malformed event leaves no trace.
     tasks.count += 1
     tasks.failed += bool(info.get("Failed"))
-    reason = (event.get("Task End Reason") or _EMPTY).get("Reason")
     tasks.killed += bool(info.get("Killed")) or reason == "TaskKilled"
-    finish, launch = info.get("Finish Time") or 0, info.get("Launch Time") or 0
-    tasks.durations.append(max(finish - launch, 0) if finish else 0)
-    tasks.rows.append(_metric_tuple(event.get("Task Metrics") or _EMPTY))
+    tasks.durations.append(duration)
+    tasks.rows.append(metrics)
 
 
 def quantile(sorted_values: list[int], q: float) -> float | None:

@@ -1,0 +1,334 @@
+"""Ingest Spark event logs into the warehouse: one transaction per application."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from autofe.errors import IngestError, WarehouseError
+from autofe.schema import IngestIssue, IngestReport
+from autofe.tools.event_log import ParsedApplication, parse_event_log
+from autofe.tools.event_log_files import LogSource, find_event_logs
+from autofe.warehouse.ledger import (
+    already_ingested,
+    hash_bytes,
+    hash_files,
+    record_ingested,
+    record_issues,
+)
+from autofe.warehouse.write import delete_application, insert_rows
+
+log = logging.getLogger(__name__)
+
+Linker = Callable[[ParsedApplication], str | None]
+"""Returns the workspace run an application belongs to, or None to make a run of its own."""
+
+DATABRICKS_TAG = "spark.databricks.clusterUsageTags."
+BATCH_APPS = 64
+
+
+def ts(ms: int | None) -> datetime | None:
+    """Epoch milliseconds to a naive UTC timestamp (the warehouse stores UTC).
+
+    >>> ts(0)
+    datetime.datetime(1970, 1, 1, 0, 0)
+    """
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).replace(tzinfo=None)
+
+
+def _delta(start: int | None, end: int | None) -> int | None:
+    return end - start if start is not None and end is not None else None
+
+
+def app_key(app: ParsedApplication) -> str:
+    """Identity of an application's log: a grown ``.inprogress`` log replaces its older self.
+
+    Spark app ids repeat across clusters (``local-…``, ``app-<time>-0000``), so the log's
+    location is part of the identity.
+
+    >>> from autofe.tools.event_log import ParsedApplication
+    >>> app_key(ParsedApplication(path="/l/app-1.inprogress", app_id="app-1", attempt_id="2"))
+    'app-1:2@3e03d2bf'
+    """
+    digest = hash_bytes(app.path.removesuffix(".inprogress").encode())[:8]
+    attempt = f":{app.attempt_id}" if app.attempt_id else ""
+    return f"{app.app_id}{attempt}@{digest}"
+
+
+def _application_row(app: ParsedApplication, run_id: str, content_hash: str) -> dict[str, Any]:
+    props = app.spark_properties
+    tags = {k[len(DATABRICKS_TAG) :]: v for k, v in props.items() if k.startswith(DATABRICKS_TAG)}
+    return {
+        "app_key": app_key(app),
+        "app_id": app.app_id,
+        "attempt_id": app.attempt_id,
+        "run_id": run_id,
+        "app_name": app.app_name,
+        "spark_version": app.spark_version or tags.get("sparkVersion"),
+        "master": props.get("spark.master"),
+        "spark_user": app.spark_user,
+        "start_time": ts(app.start_ms),
+        "end_time": ts(app.end_ms),
+        "duration_ms": _delta(app.start_ms, app.end_ms),
+        "complete": app.complete,
+        "num_jobs": len(app.jobs),
+        "num_stages": len(app.stages),
+        "num_tasks": app.task_count,
+        "num_executors": sum(1 for e in app.executors if e != "driver"),
+        "spark_properties": json.dumps(props, sort_keys=True),
+        "databricks_tags": json.dumps(tags, sort_keys=True) if tags else None,
+        "events": app.events,
+        "unknown_events": sum(app.unknown_events.values()),
+        "bad_lines": app.bad_lines,
+        "source_path": app.path,
+        "content_hash": content_hash,
+    }
+
+
+def _child_rows(app: ParsedApplication, key: str, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    base = {"app_key": key, "run_id": run_id}
+    return {
+        "spark_jobs": [
+            {
+                **base,
+                "job_id": j.job_id,
+                "submit_time": ts(j.submit_ms),
+                "completion_time": ts(j.completion_ms),
+                "duration_ms": _delta(j.submit_ms, j.completion_ms),
+                "result": j.result,
+                "num_stages": len(j.stage_ids),
+                "stage_ids": j.stage_ids,
+                "sql_execution_id": j.sql_execution_id,
+            }
+            for j in app.jobs.values()
+        ],
+        "stages": [_stage_row(s, base) for s in app.stages.values()],
+        "sql_executions": [
+            {
+                **base,
+                **{k: getattr(x, k) for k in ("execution_id", "root_execution_id", "error")},
+                **{k: getattr(x, k) for k in ("description", "physical_plan", "final_plan")},
+                "start_time": ts(x.start_ms),
+                "end_time": ts(x.end_ms),
+                "duration_ms": _delta(x.start_ms, x.end_ms),
+            }
+            for x in app.sql.values()
+        ],
+        "executors": [
+            {
+                **base,
+                "executor_id": e.executor_id,
+                "host": e.host,
+                "total_cores": e.total_cores,
+                "add_time": ts(e.add_ms),
+                "remove_time": ts(e.remove_ms),
+                "remove_reason": e.remove_reason,
+            }
+            for e in app.executors.values()
+        ],
+    }
+
+
+def _stage_row(s: Any, base: dict[str, Any]) -> dict[str, Any]:
+    if s.completion_ms is None:
+        status = "incomplete"
+    else:
+        status = "failed" if s.failure_reason else "succeeded"
+    return {
+        **base,
+        "stage_id": s.stage_id,
+        "attempt_id": s.attempt_id,
+        "name": s.name,
+        "num_tasks": s.num_tasks,
+        "submission_time": ts(s.submission_ms),
+        "completion_time": ts(s.completion_ms),
+        "duration_ms": _delta(s.submission_ms, s.completion_ms),
+        "status": status,
+        "failure_reason": s.failure_reason,
+        **s.metrics,
+    }
+
+
+def _own_run(app: ParsedApplication, run_id: str) -> dict[str, Any]:
+    """A run for a bare event log: the application is the run, its name the job."""
+    duration = _delta(app.start_ms, app.end_ms)
+    return {
+        "run_id": run_id,
+        "job_id": app.app_name or app.app_id,
+        "submit_time": ts(app.start_ms),
+        "start_time": ts(app.start_ms),
+        "end_time": ts(app.end_ms),
+        "duration_s": duration / 1000 if duration is not None else None,
+        "status": _app_status(app),
+        "source": "event_log",
+    }
+
+
+def _app_status(app: ParsedApplication) -> str:
+    if not app.complete:
+        return "INCOMPLETE"
+    failed = any(j.result not in (None, "JobSucceeded") for j in app.jobs.values())
+    return "FAILED" if failed else "SUCCEEDED"
+
+
+def _own_job(app: ParsedApplication) -> dict[str, Any]:
+    return {
+        "job_id": app.app_name or app.app_id,
+        "name": app.app_name,
+        "task_type": "spark_submit",
+        "source": "event_log",
+    }
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A parsed application with its content hash and the run it belongs to."""
+
+    app: ParsedApplication
+    content_hash: str
+    linked_run: str | None
+
+
+def _rows_of(item: Ready) -> dict[str, list[dict[str, Any]]]:
+    app, key = item.app, app_key(item.app)
+    run_id = item.linked_run or f"app:{key}"
+    rows = _child_rows(app, key, run_id)
+    rows["applications"] = [_application_row(app, run_id, item.content_hash)]
+    rows["jobs"] = [] if item.linked_run else [_own_job(app)]
+    rows["runs"] = [] if item.linked_run else [_own_run(app, run_id)]
+    return rows
+
+
+def store_applications(con: duckdb.DuckDBPyConnection, items: Sequence[Ready]) -> None:
+    """Write whole applications in one transaction, replacing older logs of the same ones.
+
+    A transaction only ever holds whole applications, so an interrupted ingest leaves none
+    half-written; batching several amortises DuckDB's per-statement cost.
+    """
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        for name, rows in _rows_of(item).items():
+            tables.setdefault(name, []).extend(rows)
+    con.execute("BEGIN")
+    try:
+        for item in items:
+            delete_application(con, app_key(item.app))
+        for name, rows in tables.items():
+            insert_rows(con, name, rows, replace=name in ("jobs", "runs"))
+        for item in items:
+            record_ingested(con, item.content_hash, item.app.path, "event_log")
+            record_issues(con, item.app.issues)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _store_batch(con: duckdb.DuckDBPyConnection, items: list[Ready], report: IngestReport) -> None:
+    """Store a batch; if it fails, store one application at a time to isolate the bad one."""
+    try:
+        store_applications(con, items)
+        stored = items
+    except (duckdb.Error, WarehouseError):
+        stored = []
+        for item in items:
+            try:
+                store_applications(con, [item])
+                stored.append(item)
+            except (duckdb.Error, WarehouseError) as exc:
+                report.issues.append(IngestIssue(item.app.path, f"not stored: {exc}", fatal=True))
+    for item in stored:
+        _tally(report, item.app, runs=int(item.linked_run is None))
+
+
+def _parse_or_issue(source: LogSource) -> ParsedApplication | IngestIssue:
+    try:
+        return parse_event_log(source)
+    except IngestError as exc:
+        return IngestIssue(exc.path, exc.reason, exc.line, fatal=True)
+
+
+def _pending(
+    con: duckdb.DuckDBPyConnection, sources: Sequence[LogSource], report: IngestReport
+) -> list[tuple[LogSource, str]]:
+    todo: list[tuple[LogSource, str]] = []
+    for src in sources:
+        try:
+            digest = hash_files(src.parts)
+        except IngestError as exc:
+            issue = IngestIssue(exc.path, exc.reason, exc.line, fatal=True)
+            report.issues.append(issue)
+            record_issues(con, [issue])  # like a log that fails to parse: kept in the table
+            continue
+        if already_ingested(con, digest):
+            report.files_unchanged += 1
+        else:
+            todo.append((src, digest))
+    return todo
+
+
+def _parsed(
+    todo: list[tuple[LogSource, str]], workers: int
+) -> list[ParsedApplication | IngestIssue]:
+    """Parse logs, in worker processes when there are several (parsing is CPU-bound)."""
+    sources = [s for s, _ in todo]
+    if workers <= 1 or len(sources) < 2:
+        return [_parse_or_issue(s) for s in sources]
+    # Largest logs first so the last worker does not finish long after the others.
+    order = sorted(range(len(sources)), key=lambda i: -_size(sources[i]))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        done = dict(zip(order, pool.map(_parse_or_issue, [sources[i] for i in order]), strict=True))
+    return [done[i] for i in range(len(sources))]
+
+
+def _size(source: LogSource) -> int:
+    try:
+        return sum(p.stat().st_size for p in source.parts)
+    except OSError:
+        return 0
+
+
+def _tally(report: IngestReport, app: ParsedApplication, runs: int) -> None:
+    report.applications += 1
+    report.files_ingested += 1
+    report.runs += runs
+    report.jobs += len(app.jobs)
+    report.stages += len(app.stages)
+    report.sql_executions += len(app.sql)
+    report.tasks += app.task_count
+    report.events += app.events
+    report.unknown_events += sum(app.unknown_events.values())
+    report.decompressed_bytes += app.decompressed_bytes
+    report.issues.extend(app.issues)
+
+
+def ingest_event_logs(
+    con: duckdb.DuckDBPyConnection,
+    paths: Sequence[Path],
+    report: IngestReport,
+    link: Linker | None = None,
+    workers: int = 1,
+) -> None:
+    """Ingest every event log found under ``paths``; damaged inputs become report issues."""
+    sources = [s for p in paths for s in find_event_logs(p)]
+    todo = _pending(con, sources, report)
+    batch: list[Ready] = []
+    for (_, digest), result in zip(todo, _parsed(todo, workers), strict=True):
+        if isinstance(result, IngestIssue):
+            report.issues.append(result)
+            record_issues(con, [result])
+            continue
+        batch.append(Ready(result, digest, link(result) if link else None))
+        if len(batch) >= BATCH_APPS:
+            _store_batch(con, batch, report)
+            batch = []
+    if batch:
+        _store_batch(con, batch, report)
