@@ -81,15 +81,20 @@ def version(as_json: JsonOpt = False) -> None:
 
 def _print_report(data: dict[str, Any]) -> None:
     table = Table(title="ingest", show_header=False)
-    for key in ("applications", "runs", "jobs", "stages", "tasks", "sql_executions"):
+    keys = ("runs", "jobs", "applications", "spark_jobs", "stages", "tasks", "sql_executions")
+    for key in keys:
         table.add_row(key, f"{data[key]:,}")
-    table.add_row("files ingested / unchanged", f"{data['files_ingested']} / {data['files_unchanged']}")
+    table.add_row(
+        "files ingested / unchanged", f"{data['files_ingested']} / {data['files_unchanged']}"
+    )
     table.add_row("seconds", f"{data['seconds']:.2f}")
     out.print(table)
     for issue in data["issues"]:
         where = issue["path"] + (f":{issue['line']}" if issue["line"] else "")
         label = "skipped" if issue["fatal"] else "warning"
-        err.print(f"[yellow]{label}:[/] {where}: {issue['reason']}", highlight=False, soft_wrap=True)
+        err.print(
+            f"[yellow]{label}:[/] {where}: {issue['reason']}", highlight=False, soft_wrap=True
+        )
 
 
 @app.command()

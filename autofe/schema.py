@@ -37,6 +37,8 @@ class IngestReport:
     applications: int = 0
     runs: int = 0
     jobs: int = 0
+    """New job definitions (recurring jobs), not Spark jobs."""
+    spark_jobs: int = 0
     stages: int = 0
     tasks: int = 0
     sql_executions: int = 0

@@ -10,6 +10,7 @@ counting events and TaskEnd events. autofe: the full ``ingest`` into a fresh war
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -58,7 +59,9 @@ def naive(corpus: Path) -> Result:
                 if isinstance(event, dict) and "Event" in event:
                     events += 1
                     tasks += event["Event"] == "SparkListenerTaskEnd"
-    return Result("naive: decompress + json.loads", time.perf_counter() - started, size / 1e6, events, tasks)
+    return Result(
+        "naive: decompress + json.loads", time.perf_counter() - started, size / 1e6, events, tasks
+    )
 
 
 def autofe_ingest(corpus: Path, workers: int) -> Result:
@@ -112,7 +115,8 @@ def main() -> None:
         raise SystemExit("benchmarks/ingest.py needs ../shared/data/external beside the checkout")
     corpus = ext / "spark-eventlogs"
     results = [best_of(args.repeat, lambda: naive(corpus))]
-    results += [best_of(args.repeat, lambda w=w: autofe_ingest(corpus, w)) for w in (1, 2)]
+    for workers in (1, 2):
+        results.append(best_of(args.repeat, functools.partial(autofe_ingest, corpus, workers)))
     if len({(r.events, r.tasks) for r in results}) != 1:
         raise SystemExit(f"counts differ: {[(r.name, r.events, r.tasks) for r in results]}")
     body = report_markdown(results, args.repeat)

@@ -11,6 +11,9 @@ from autofe.config import external_data_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Fixture generators need pyspark (the `spark` extra); they are run by hand, not collected.
+collect_ignore_glob = ["fixtures/*"]
+
 
 @pytest.fixture(scope="session")
 def external() -> Path:

@@ -300,7 +300,7 @@ def _tally(report: IngestReport, app: ParsedApplication, runs: int) -> None:
     report.applications += 1
     report.files_ingested += 1
     report.runs += runs
-    report.jobs += len(app.jobs)
+    report.spark_jobs += len(app.jobs)
     report.stages += len(app.stages)
     report.sql_executions += len(app.sql)
     report.tasks += app.task_count

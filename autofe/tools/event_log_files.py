@@ -10,6 +10,7 @@ from pathlib import Path
 NOT_LOGS = frozenset(
     {".csv", ".md", ".json", ".toml", ".crc", ".py", ".sql", ".parquet", ".txt", ".yaml", ".yml"}
 )
+INPROGRESS = ".inprogress"
 _V2_PART = re.compile(r"^events_(\d+)_")
 _DB_PART = re.compile(r"^eventlog-\d{4}-\d{2}-\d{2}--\d{2}-\d{2}(\.gz|\.zstd|\.zst)?$")
 
@@ -57,8 +58,12 @@ def find_event_logs(path: Path) -> list[LogSource]:
     if parts:
         return [LogSource(parts)]
     found: list[LogSource] = []
-    for child in sorted(path.iterdir()):
+    children = sorted(path.iterdir())
+    names = {c.name for c in children}
+    for child in children:
         if child.name.startswith(".") or child.suffix.lower() in NOT_LOGS:
             continue
+        if child.name.endswith(INPROGRESS) and child.name.removesuffix(INPROGRESS) in names:
+            continue  # the finished log supersedes what was written while it ran
         found.extend(find_event_logs(child))
     return found

@@ -48,7 +48,9 @@ def schema_markdown() -> str:
     for t in TABLES:
         key = ", ".join(t.primary_key) or "none"
         parts.append(f"\n## `{t.name}`\n\n{t.doc} Primary key: {key}.\n\n")
-        parts.append("| column | type | availability | ordered by | meaning |\n|---|---|---|---|---|\n")
+        parts.append(
+            "| column | type | availability | ordered by | meaning |\n|---|---|---|---|---|\n"
+        )
         parts.extend(
             f"| `{c.name}` | {c.type} | {c.availability} | {c.ordered_by} | {c.doc} |\n"
             for c in t.columns

@@ -114,7 +114,11 @@ APPLICATIONS = Table(
     _cols(
         P,
         APP_END,
-        ("app_key", "VARCHAR", "app_id plus attempt: the identity used to replace a re-ingested log."),
+        (
+            "app_key",
+            "VARCHAR",
+            "app_id plus attempt: the identity used to replace a re-ingested log.",
+        ),
         ("app_id", "VARCHAR", "Spark application id."),
         ("attempt_id", "VARCHAR", "Application attempt id (YARN), NULL otherwise."),
         ("run_id", "VARCHAR", "The run this application belongs to."),

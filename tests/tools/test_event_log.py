@@ -334,3 +334,12 @@ def test_a_malformed_task_end_leaves_no_trace() -> None:
             tasks, {"Task Info": {"Finish Time": "late", "Launch Time": 1, "Failed": True}}
         )
     assert (tasks.count, tasks.failed, tasks.durations, tasks.rows) == (0, 0, [], [])
+
+
+def test_a_finished_log_supersedes_its_inprogress_twin(tmp_path: Path, eventlogs: Path) -> None:
+    log = eventlogs / "sparklens" / "local-1532512550423"
+    (tmp_path / log.name).write_bytes(log.read_bytes())
+    (tmp_path / f"{log.name}.inprogress").write_bytes(log.read_bytes()[:5000])
+    (tmp_path / "other.inprogress").write_bytes(log.read_bytes())
+    found = [s.parts for s in find_event_logs(tmp_path)]
+    assert found == [(tmp_path / log.name,), (tmp_path / "other.inprogress",)]

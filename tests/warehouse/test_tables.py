@@ -21,7 +21,9 @@ def test_docs_schema_is_generated_from_the_code() -> None:
 
 def test_every_column_is_tagged_in_the_catalog(tmp_path: Path) -> None:
     con = open_warehouse(tmp_path / "w.duckdb")
-    rows = con.execute("SELECT table_name, column_name, availability FROM column_catalog").fetchall()
+    rows = con.execute(
+        "SELECT table_name, column_name, availability FROM column_catalog"
+    ).fetchall()
     assert len(rows) == sum(len(t.columns) for t in TABLES)
     assert {r[2] for r in rows} == {a.value for a in Availability}
     tags = {(t, c): a for t, c, a in rows}
