@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +16,16 @@ import duckdb
 
 from autofe.errors import IngestError, WarehouseError
 from autofe.schema import IngestIssue, IngestReport
-from autofe.tools.event_log import ParsedApplication, parse_event_log
+from autofe.tools.event_log import ParsedApplication, parse_or_issue
 from autofe.tools.event_log_files import LogSource, find_event_logs
 from autofe.warehouse.ledger import (
     already_ingested,
     hash_bytes,
     hash_files,
-    record_ingested,
+    record_ingested_many,
     record_issues,
 )
-from autofe.warehouse.write import delete_application, insert_rows
+from autofe.warehouse.write import delete_applications, insert_rows
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,9 @@ Linker = Callable[[ParsedApplication], str | None]
 """Returns the workspace run an application belongs to, or None to make a run of its own."""
 
 DATABRICKS_TAG = "spark.databricks.clusterUsageTags."
-BATCH_APPS = 64
+BATCH_APPS = 8
+"""Applications per transaction: enough to amortise DuckDB's per-statement cost, few enough
+that storing overlaps with the worker processes still parsing."""
 
 
 def ts(ms: int | None) -> datetime | None:
@@ -219,13 +222,11 @@ def store_applications(con: duckdb.DuckDBPyConnection, items: Sequence[Ready]) -
             tables.setdefault(name, []).extend(rows)
     con.execute("BEGIN")
     try:
-        for item in items:
-            delete_application(con, app_key(item.app))
+        delete_applications(con, [app_key(item.app) for item in items])
         for name, rows in tables.items():
             insert_rows(con, name, rows, replace=name in ("jobs", "runs"))
-        for item in items:
-            record_ingested(con, item.content_hash, item.app.path, "event_log")
-            record_issues(con, item.app.issues)
+        record_ingested_many(con, [(i.content_hash, i.app.path) for i in items], "event_log")
+        record_issues(con, [issue for item in items for issue in item.app.issues])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -249,13 +250,6 @@ def _store_batch(con: duckdb.DuckDBPyConnection, items: list[Ready], report: Ing
         _tally(report, item.app, runs=int(item.linked_run is None))
 
 
-def _parse_or_issue(source: LogSource) -> ParsedApplication | IngestIssue:
-    try:
-        return parse_event_log(source)
-    except IngestError as exc:
-        return IngestIssue(exc.path, exc.reason, exc.line, fatal=True)
-
-
 def _pending(
     con: duckdb.DuckDBPyConnection, sources: Sequence[LogSource], report: IngestReport
 ) -> list[tuple[LogSource, str]]:
@@ -277,16 +271,21 @@ def _pending(
 
 def _parsed(
     todo: list[tuple[LogSource, str]], workers: int
-) -> list[ParsedApplication | IngestIssue]:
-    """Parse logs, in worker processes when there are several (parsing is CPU-bound)."""
-    sources = [s for s, _ in todo]
-    if workers <= 1 or len(sources) < 2:
-        return [_parse_or_issue(s) for s in sources]
+) -> Iterator[tuple[str, ParsedApplication | IngestIssue]]:
+    """Parse logs lazily, in worker processes when there are several (parsing is CPU-bound).
+
+    Yields (content hash, result) as logs finish, so progress shows while work goes on.
+    """
+    if workers <= 1 or len(todo) < 2:
+        yield from ((digest, parse_or_issue(src)) for src, digest in todo)
+        return
     # Largest logs first so the last worker does not finish long after the others.
-    order = sorted(range(len(sources)), key=lambda i: -_size(sources[i]))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        done = dict(zip(order, pool.map(_parse_or_issue, [sources[i] for i in order]), strict=True))
-    return [done[i] for i in range(len(sources))]
+    ordered = sorted(todo, key=lambda item: -_size(item[0]))
+    # spawn, not fork: the parent holds DuckDB's threads, and forking a threaded process can
+    # deadlock; the workers import only the light parser module.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        results = pool.map(parse_or_issue, [src for src, _ in ordered])
+        yield from zip((digest for _, digest in ordered), results, strict=True)
 
 
 def _size(source: LogSource) -> int:
@@ -316,12 +315,15 @@ def ingest_event_logs(
     report: IngestReport,
     link: Linker | None = None,
     workers: int = 1,
+    progress: Callable[[str], None] | None = None,
 ) -> None:
     """Ingest every event log found under ``paths``; damaged inputs become report issues."""
     sources = [s for p in paths for s in find_event_logs(p)]
     todo = _pending(con, sources, report)
     batch: list[Ready] = []
-    for (_, digest), result in zip(todo, _parsed(todo, workers), strict=True):
+    for done, (digest, result) in enumerate(_parsed(todo, workers), start=1):
+        if progress:
+            progress(f"{done}/{len(todo)} {result.path}")
         if isinstance(result, IngestIssue):
             report.issues.append(result)
             record_issues(con, [result])

@@ -29,13 +29,19 @@ def _facts(app: ParsedApplication) -> object:
 
 
 def _ingest_workspace(
-    con: duckdb.DuckDBPyConnection, root: Path, report: IngestReport, workers: int
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    report: IngestReport,
+    workers: int,
+    progress: Progress | None,
 ) -> None:
     from autofe.pipelines.event_logs import ingest_event_logs
     from autofe.pipelines.workspace import ingest_workspace
 
     def ingest_logs(paths: list[Path], link: Callable[..., str | None]) -> None:
-        ingest_event_logs(con, paths, report, link=lambda app: link(_facts(app)), workers=workers)
+        ingest_event_logs(
+            con, paths, report, lambda app: link(_facts(app)), workers, progress=progress
+        )
 
     ingest_workspace(con, root, report, ingest_logs)
 
@@ -46,6 +52,7 @@ def ingest_one(
     report: IngestReport,
     settings: IngestSettings,
     mapping: Path | None = None,
+    progress: Progress | None = None,
 ) -> None:
     """Ingest one input: a mapping file, a run table, a workspace folder or event logs."""
     from autofe.pipelines.event_logs import ingest_event_logs
@@ -59,9 +66,9 @@ def ingest_one(
     elif path.suffix == ".toml":
         ingest_run_table(con, path, report)
     elif path.is_dir() and is_workspace(path):
-        _ingest_workspace(con, path, report, settings.workers)
+        _ingest_workspace(con, path, report, settings.workers, progress)
     else:
-        ingest_event_logs(con, [path], report, workers=settings.workers)
+        ingest_event_logs(con, [path], report, workers=settings.workers, progress=progress)
 
 
 def ingest(
@@ -83,7 +90,7 @@ def ingest(
         for path in paths:
             if progress:
                 progress(str(path))
-            ingest_one(con, path, report, settings, mapping)
+            ingest_one(con, path, report, settings, mapping, progress)
     finally:
         con.close()
     report.seconds = round(time.perf_counter() - started, 3)

@@ -371,12 +371,29 @@ def _decode(line: bytes) -> dict[str, Any]:
     return event
 
 
+_NAME_CACHE: dict[bytes, str] = {}
+
+
 def _event_name(line: bytes) -> str | None:
-    """Read the event name without parsing the line (Spark writes "Event" first)."""
+    """Read the short event name without parsing the line (Spark writes "Event" first).
+
+    >>> _event_name(b'{"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"}')
+    'SparkListenerSQLExecutionEnd'
+    """
     if not line.startswith(b'{"Event":"'):
         return None
     end = line.find(b'"', 10)
-    return line[10:end].decode() if end > 0 else None
+    if end < 0:
+        return None
+    raw = line[10:end]
+    name = _NAME_CACHE.get(raw)
+    if name is None:  # a handful of distinct names per log: decode each once
+        name = _NAME_CACHE[raw] = short_event_name(raw.decode(errors="replace"))
+    return name
+
+
+def _ends_object(line: bytes) -> bool:
+    return line.endswith(b"}") or line.rstrip().endswith(b"}")
 
 
 def _handle_line(app: ParsedApplication, path: Path, number: int, line: bytes) -> None:
@@ -386,9 +403,8 @@ def _handle_line(app: ParsedApplication, path: Path, number: int, line: bytes) -
         reason = f"invalid JSON: {len(line)}-byte line does not end with '}}' (cut or not JSON)"
         _issue(app, str(path), number, reason)
         return
-    raw_name = _event_name(line)
-    name = short_event_name(raw_name) if raw_name else None
-    if name in KNOWN_UNUSED and line.rstrip().endswith(b"}"):
+    name = _event_name(line)
+    if name in KNOWN_UNUSED and _ends_object(line):
         app.events += 1  # unread, but a line cut short is still parsed below to report it
         return
     try:
@@ -415,7 +431,8 @@ def _fast_task_end(line: bytes) -> dict[str, Any] | None:
     Spark writes Task Info's scalar fields before ``Accumulables`` and ``Task Metrics`` last;
     when the line does not have that shape, None makes the caller parse the whole line.
     """
-    line = line.rstrip()
+    if not line.endswith(b"}"):
+        line = line.rstrip()
     info_at = line.find(b',"Task Info":{')
     acc_at = line.find(b',"Accumulables":', info_at)
     metrics_at = line.rfind(b',"Task Metrics":')
@@ -470,3 +487,11 @@ def _identify_from_properties(app: ParsedApplication, src: LogSource) -> None:
     app.app_name = app.app_name or props.get("spark.app.name")
     origin = "spark.app.id" if "spark.app.id" in props else "the file name"
     _issue(app, app.path, None, f"no SparkListenerApplicationStart: id from {origin}")
+
+
+def parse_or_issue(source: LogSource) -> ParsedApplication | IngestIssue:
+    """Parse a log, or describe why it cannot be (picklable either way, for worker processes)."""
+    try:
+        return parse_event_log(source)
+    except IngestError as exc:
+        return IngestIssue(exc.path, exc.reason, exc.line, fatal=True)

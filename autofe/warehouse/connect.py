@@ -62,10 +62,10 @@ def _write_catalog(con: duckdb.DuckDBPyConnection) -> None:
 def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     found = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'warehouse_meta'"
-    ).fetchone()
-    if found and found[0]:
-        row = con.execute("SELECT fingerprint FROM warehouse_meta").fetchone()
-        if row and row[0] == schema_fingerprint():
+    ).fetchall()
+    if found and found[0][0]:
+        rows = con.execute("SELECT fingerprint FROM warehouse_meta").fetchall()
+        if rows and rows[0][0] == schema_fingerprint():
             return
     con.execute("BEGIN")
     for t in TABLES:

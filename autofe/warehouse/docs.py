@@ -64,8 +64,8 @@ def table_counts(db: Path) -> dict[str, int]:
     try:
         result: dict[str, int] = {}
         for t in TABLES:
-            row = con.execute(f"SELECT count(*) FROM {t.name}").fetchone()
-            result[t.name] = int(row[0]) if row else 0
+            rows = con.execute(f"SELECT count(*) FROM {t.name}").fetchall()
+            result[t.name] = int(rows[0][0]) if rows else 0
         return result
     finally:
         con.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,6 +11,7 @@ import duckdb
 
 from autofe.errors import IngestError
 from autofe.schema import IngestIssue
+from autofe.warehouse.write import insert_rows
 
 
 def hash_bytes(*parts: bytes) -> str:
@@ -40,26 +41,35 @@ def hash_files(paths: Iterable[Path]) -> str:
 
 
 def already_ingested(con: duckdb.DuckDBPyConnection, content_hash: str) -> bool:
-    row = con.execute(
+    # fetchall, not fetchone: DuckDB 2 refuses new work while a result is left unfinished.
+    rows = con.execute(
         "SELECT count(*) FROM ingested_files WHERE content_hash = ?", [content_hash]
-    ).fetchone()
-    return bool(row and row[0])
+    ).fetchall()
+    return bool(rows and rows[0][0])
 
 
 def record_ingested(
     con: duckdb.DuckDBPyConnection, content_hash: str, path: Path | str, kind: str
 ) -> None:
     """Mark an input as ingested; call inside the same transaction as its rows."""
-    con.execute(
-        "INSERT OR REPLACE INTO ingested_files VALUES (?, ?, ?, ?)",
-        [content_hash, str(path), kind, _now()],
-    )
+    record_ingested_many(con, [(content_hash, path)], kind)
+
+
+def record_ingested_many(
+    con: duckdb.DuckDBPyConnection, entries: Sequence[tuple[str, Path | str]], kind: str
+) -> None:
+    """Mark several (content hash, path) inputs of one kind as ingested, in one statement."""
+    now = _now()
+    rows = [
+        {"content_hash": h, "path": str(p), "kind": kind, "ingested_at": now} for h, p in entries
+    ]
+    insert_rows(con, "ingested_files", rows, replace=True)
 
 
 def record_issues(con: duckdb.DuckDBPyConnection, issues: Iterable[IngestIssue]) -> None:
-    rows = [(i.path, i.line, i.reason, i.fatal, _now()) for i in issues]
-    if rows:
-        con.executemany("INSERT INTO ingest_issues VALUES (?, ?, ?, ?, ?)", rows)
+    now = _now()
+    rows = [{**i.as_dict(), "ingested_at": now} for i in issues]
+    insert_rows(con, "ingest_issues", rows)
 
 
 def _now() -> datetime:

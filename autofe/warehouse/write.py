@@ -60,7 +60,14 @@ def insert_rows(
     return len(rows)
 
 
-def delete_application(con: duckdb.DuckDBPyConnection, app_key: str) -> None:
-    """Remove an application and its child rows, so a newer log of it replaces them."""
+def delete_applications(con: duckdb.DuckDBPyConnection, app_keys: Sequence[str]) -> None:
+    """Remove applications and their child rows, so newer logs of them replace them."""
+    found = con.execute(
+        "SELECT app_key FROM applications WHERE app_key IN (SELECT unnest(?::VARCHAR[]))",
+        [list(app_keys)],
+    ).fetchall()
+    if not found:  # the usual case: new logs, nothing to replace
+        return
+    keys = [row[0] for row in found]
     for name in (*APP_CHILD_TABLES, "applications"):
-        con.execute(f"DELETE FROM {name} WHERE app_key = ?", [app_key])
+        con.execute(f"DELETE FROM {name} WHERE app_key IN (SELECT unnest(?::VARCHAR[]))", [keys])

@@ -54,7 +54,7 @@ def test_short_event_name(name: str, short: str) -> None:
         (b'{"Event":"SparkListenerTaskEnd","Stage ID":0}', "SparkListenerTaskEnd"),
         (
             b'{"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd","time":1}',
-            "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd",
+            "SparkListenerSQLExecutionEnd",
         ),
         (b'{"Stage ID":0,"Event":"SparkListenerTaskEnd"}', None),  # not first: parse the line
         (b'{"Event": "SparkListenerTaskEnd"}', None),  # not Spark's compact form
