@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from autofe.errors import IngestError, WarehouseError
+from autofe.pipelines.parser_pool import parser_pool
 from autofe.schema import IngestIssue, IngestReport
 from autofe.tools.event_log import ParsedApplication, parse_or_issue
 from autofe.tools.event_log_files import LogSource, find_event_logs
@@ -33,7 +33,7 @@ Linker = Callable[[ParsedApplication], str | None]
 """Returns the workspace run an application belongs to, or None to make a run of its own."""
 
 DATABRICKS_TAG = "spark.databricks.clusterUsageTags."
-BATCH_APPS = 8
+BATCH_APPS = 64
 """Applications per transaction: enough to amortise DuckDB's per-statement cost, few enough
 that storing overlaps with the worker processes still parsing."""
 
@@ -270,22 +270,20 @@ def _pending(
 
 
 def _parsed(
-    todo: list[tuple[LogSource, str]], workers: int
+    todo: list[tuple[LogSource, str]], pool: Executor | None
 ) -> Iterator[tuple[str, ParsedApplication | IngestIssue]]:
-    """Parse logs lazily, in worker processes when there are several (parsing is CPU-bound).
+    """Parse logs lazily, in the pool's worker processes when there is one.
 
     Yields (content hash, result) as logs finish, so progress shows while work goes on.
     """
-    if workers <= 1 or len(todo) < 2:
+    if pool is None or len(todo) < 2:
         yield from ((digest, parse_or_issue(src)) for src, digest in todo)
         return
     # Largest logs first so the last worker does not finish long after the others.
     ordered = sorted(todo, key=lambda item: -_size(item[0]))
-    # spawn, not fork: the parent holds DuckDB's threads, and forking a threaded process can
-    # deadlock; the workers import only the light parser module.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        results = pool.map(parse_or_issue, [src for src, _ in ordered])
-        yield from zip((digest for _, digest in ordered), results, strict=True)
+    futures = {pool.submit(parse_or_issue, src): digest for src, digest in ordered}
+    for future in as_completed(futures):
+        yield futures[future], future.result()
 
 
 def _size(source: LogSource) -> int:
@@ -316,14 +314,33 @@ def ingest_event_logs(
     link: Linker | None = None,
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
+    pool: Executor | None = None,
 ) -> None:
-    """Ingest every event log found under ``paths``; damaged inputs become report issues."""
+    """Ingest every event log found under ``paths``; damaged inputs become report issues.
+
+    Parsing runs in ``pool`` if given (see :func:`parser_pool`), else in ``workers`` processes.
+    """
     sources = [s for p in paths for s in find_event_logs(p)]
     todo = _pending(con, sources, report)
+    if pool is None and workers > 1 and len(todo) > 1:
+        with parser_pool(workers) as own:
+            _ingest_parsed(con, report, _parsed(todo, own), len(todo), link, progress)
+    else:
+        _ingest_parsed(con, report, _parsed(todo, pool), len(todo), link, progress)
+
+
+def _ingest_parsed(
+    con: duckdb.DuckDBPyConnection,
+    report: IngestReport,
+    parsed: Iterator[tuple[str, ParsedApplication | IngestIssue]],
+    total: int,
+    link: Linker | None,
+    progress: Callable[[str], None] | None,
+) -> None:
     batch: list[Ready] = []
-    for done, (digest, result) in enumerate(_parsed(todo, workers), start=1):
+    for done, (digest, result) in enumerate(parsed, start=1):
         if progress:
-            progress(f"{done}/{len(todo)} {result.path}")
+            progress(f"{done}/{total} {result.path}")
         if isinstance(result, IngestIssue):
             report.issues.append(result)
             record_issues(con, [result])

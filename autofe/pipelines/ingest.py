@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 
 import duckdb
 
 from autofe.config import IngestSettings
+from autofe.pipelines.parser_pool import parser_pool
 from autofe.schema import IngestIssue, IngestReport
 from autofe.tools.event_log import ParsedApplication
 from autofe.warehouse.connect import open_warehouse
@@ -32,7 +34,7 @@ def _ingest_workspace(
     con: duckdb.DuckDBPyConnection,
     root: Path,
     report: IngestReport,
-    workers: int,
+    pool: Executor | None,
     progress: Progress | None,
 ) -> None:
     from autofe.pipelines.event_logs import ingest_event_logs
@@ -40,7 +42,7 @@ def _ingest_workspace(
 
     def ingest_logs(paths: list[Path], link: Callable[..., str | None]) -> None:
         ingest_event_logs(
-            con, paths, report, lambda app: link(_facts(app)), workers, progress=progress
+            con, paths, report, lambda app: link(_facts(app)), progress=progress, pool=pool
         )
 
     ingest_workspace(con, root, report, ingest_logs)
@@ -53,6 +55,7 @@ def ingest_one(
     settings: IngestSettings,
     mapping: Path | None = None,
     progress: Progress | None = None,
+    pool: Executor | None = None,
 ) -> None:
     """Ingest one input: a mapping file, a run table, a workspace folder or event logs."""
     from autofe.pipelines.event_logs import ingest_event_logs
@@ -66,9 +69,9 @@ def ingest_one(
     elif path.suffix == ".toml":
         ingest_run_table(con, path, report)
     elif path.is_dir() and is_workspace(path):
-        _ingest_workspace(con, path, report, settings.workers, progress)
+        _ingest_workspace(con, path, report, pool, progress)
     else:
-        ingest_event_logs(con, [path], report, workers=settings.workers, progress=progress)
+        ingest_event_logs(con, [path], report, progress=progress, pool=pool)
 
 
 def ingest(
@@ -85,13 +88,14 @@ def ingest(
     """
     started = time.perf_counter()
     report = IngestReport()
-    con = open_warehouse(settings.db)
-    try:
-        for path in paths:
-            if progress:
-                progress(str(path))
-            ingest_one(con, path, report, settings, mapping, progress)
-    finally:
-        con.close()
+    with parser_pool(settings.workers) as pool:  # before DuckDB starts its threads
+        con = open_warehouse(settings.db)
+        try:
+            for path in paths:
+                if progress:
+                    progress(str(path))
+                ingest_one(con, path, report, settings, mapping, progress, pool)
+        finally:
+            con.close()
     report.seconds = round(time.perf_counter() - started, 3)
     return report

@@ -329,15 +329,20 @@ def iter_lines(path: Path, app: ParsedApplication) -> Iterator[tuple[int, bytes]
     try:
         for chunk in iter_decompressed(path):
             app.decompressed_bytes += len(chunk)
-            start = 0
-            while (end := chunk.find(b"\n", start)) >= 0:
+            pieces = chunk.split(b"\n")
+            tail = pieces.pop()
+            for piece in pieces:
                 number += 1
-                if not skipping:
-                    yield number, _take_line(pending, chunk, start, end)
-                skipping = False
-                start = end + 1
+                if skipping:  # the end of an over-long line: already reported
+                    skipping = False
+                elif pending:
+                    pending += piece
+                    yield number, bytes(pending)
+                    pending.clear()
+                else:
+                    yield number, piece
             if not skipping:
-                pending += memoryview(chunk)[start:]
+                pending += tail
             if len(pending) > MAX_LINE_BYTES:
                 _issue(app, str(path), number + 1, f"line longer than {MAX_LINE_BYTES >> 20} MiB")
                 pending.clear()
@@ -346,16 +351,6 @@ def iter_lines(path: Path, app: ParsedApplication) -> Iterator[tuple[int, bytes]
         _issue(app, str(path), None, exc.reason)
     if pending.strip() and not skipping:
         yield number + 1, bytes(pending)
-
-
-def _take_line(pending: bytearray, chunk: bytes, start: int, end: int) -> bytes:
-    """The line ending at ``chunk[end]``: the held start of it, if any, plus its tail."""
-    if not pending:
-        return chunk[start:end]
-    pending += memoryview(chunk)[start:end]
-    line = bytes(pending)
-    pending.clear()
-    return line
 
 
 def _issue(app: ParsedApplication, path: str, line: int | None, reason: str) -> None:
@@ -462,7 +457,7 @@ def parse_event_log(source: LogSource | Path) -> ParsedApplication:
     for part in src.parts:
         for number, line in iter_lines(part, app):
             app.lines += 1
-            if line.strip():
+            if line and not line.isspace():
                 _handle_line(app, part, number, line)
     _require_events(app, src)
     app.finalize()
