@@ -78,8 +78,17 @@ def best_of(repeat: int, run: Callable[[], Result]) -> Result:
     return min((run() for _ in range(repeat)), key=lambda r: r.seconds)
 
 
+def _cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.machine()
+    names = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")]
+    return names[0] if names else platform.machine()
+
+
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
+    cpu = _cpu_model()
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}"
 

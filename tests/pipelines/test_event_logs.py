@@ -611,3 +611,22 @@ def test_rolled_log_and_its_databricks_twin_agree(
         [v2, db],
     ).fetchall()
     assert apps[0] == apps[1] == ("local-1623876083964", 133857, 4, 2801, apps[0][4])
+
+
+CODEC_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eventlogs" / "codecs"
+
+
+def test_logs_real_spark_wrote_with_every_codec_ingest_alike(tmp_path: Path) -> None:
+    """lz4 / snappy / lzf / zstd / plain / rolled logs by Spark 3.5 and 4.3 give the same facts."""
+    con = open_warehouse(tmp_path / "w.duckdb")
+    report = IngestReport()
+    ingest_event_logs(con, [CODEC_FIXTURES], report)
+    assert report.issues == []
+    rows = con.execute(
+        "SELECT a.spark_version, count(DISTINCT s.stage_id), sum(s.task_count), a.complete "
+        "FROM applications a JOIN stages s USING (app_key) GROUP BY a.app_key, a.spark_version, "
+        "a.complete ORDER BY 1"
+    ).fetchall()
+    assert len(rows) == 10
+    assert {r[0] for r in rows} == {"3.5.9", "4.3.0"}
+    assert {r[1:] for r in rows} == {(4, 5, True)}
