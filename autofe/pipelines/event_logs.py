@@ -25,7 +25,7 @@ from autofe.warehouse.ledger import (
     record_ingested_many,
     record_issues,
 )
-from autofe.warehouse.write import delete_applications, insert_rows
+from autofe.warehouse.write import delete_applications, insert_rows, transaction
 
 log = logging.getLogger(__name__)
 
@@ -220,17 +220,13 @@ def store_applications(con: duckdb.DuckDBPyConnection, items: Sequence[Ready]) -
     for item in items:
         for name, rows in _rows_of(item).items():
             tables.setdefault(name, []).extend(rows)
-    con.execute("BEGIN")
-    try:
+    what = items[0].app.path if len(items) == 1 else f"{len(items)} applications"
+    with transaction(con, what):
         delete_applications(con, [app_key(item.app) for item in items])
         for name, rows in tables.items():
             insert_rows(con, name, rows, replace=name in ("jobs", "runs"))
         record_ingested_many(con, [(i.content_hash, i.app.path) for i in items], "event_log")
         record_issues(con, [issue for item in items for issue in item.app.issues])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def _store_batch(con: duckdb.DuckDBPyConnection, items: list[Ready], report: IngestReport) -> None:
@@ -238,14 +234,16 @@ def _store_batch(con: duckdb.DuckDBPyConnection, items: list[Ready], report: Ing
     try:
         store_applications(con, items)
         stored = items
-    except (duckdb.Error, WarehouseError):
+    except WarehouseError:
         stored = []
         for item in items:
             try:
                 store_applications(con, [item])
                 stored.append(item)
-            except (duckdb.Error, WarehouseError) as exc:
-                report.issues.append(IngestIssue(item.app.path, f"not stored: {exc}", fatal=True))
+            except WarehouseError as exc:
+                issue = IngestIssue(item.app.path, str(exc), fatal=True)
+                report.issues.append(issue)
+                record_issues(con, [issue])
     for item in stored:
         _tally(report, item.app, runs=int(item.linked_run is None))
 

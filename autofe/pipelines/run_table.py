@@ -25,7 +25,7 @@ from typing import Any, Literal, Self
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from autofe.errors import ConfigError, IngestError, WarehouseError
+from autofe.errors import ConfigError, IngestError
 from autofe.schema import Availability, IngestIssue, IngestReport
 from autofe.warehouse.ledger import (
     already_ingested,
@@ -34,7 +34,7 @@ from autofe.warehouse.ledger import (
     record_ingested,
     record_issues,
 )
-from autofe.warehouse.write import insert_rows
+from autofe.warehouse.write import insert_rows, transaction
 
 log = logging.getLogger(__name__)
 
@@ -899,19 +899,12 @@ def _json_value(value: object) -> object:
 
 def _write(con: duckdb.DuckDBPyConnection, batch: _Batch, digest: str, path: Path) -> int:
     """Write one table's rows in one transaction; returns how many jobs were new."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con, str(path)):
         new_jobs = _insert_missing(con, "jobs", "job_id", list(batch.jobs.values()))
         _insert_missing(con, "cluster_configs", "config_id", list(batch.configs.values()))
         _replace_runs(con, batch)
         record_ingested(con, digest, path, "run_table")
         record_issues(con, batch.issues)
-        con.execute("COMMIT")
-    except BaseException as exc:
-        con.execute("ROLLBACK")
-        if isinstance(exc, duckdb.Error):
-            raise WarehouseError(f"cannot write {path}: {_first_message_line(exc)}") from exc
-        raise
     return new_jobs
 
 

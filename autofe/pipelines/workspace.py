@@ -27,10 +27,10 @@ from typing import Any
 
 import duckdb
 
-from autofe.errors import IngestError, WarehouseError
+from autofe.errors import IngestError
 from autofe.schema import Availability, IngestIssue, IngestReport
 from autofe.warehouse.ledger import already_ingested, hash_bytes, record_ingested, record_issues
-from autofe.warehouse.write import insert_rows
+from autofe.warehouse.write import insert_rows, transaction
 
 log = logging.getLogger(__name__)
 
@@ -851,8 +851,7 @@ def _store(con: duckdb.DuckDBPyConnection, item: _Input, out: _Output, key: str)
     Raises:
         WarehouseError: the warehouse refused the rows (the transaction is rolled back).
     """
-    con.execute("BEGIN")
-    try:
+    with transaction(con, str(item.path)):
         for row in out.rows.get("runs", []):
             con.execute(
                 f"DELETE FROM run_attributes WHERE run_id = ? AND name IN {_ATTRIBUTES!r}",
@@ -862,12 +861,6 @@ def _store(con: duckdb.DuckDBPyConnection, item: _Input, out: _Output, key: str)
             insert_rows(con, name, _unique(name, out.rows.get(name, [])), replace=True)
         record_issues(con, out.issues)
         record_ingested(con, key, item.path, LEDGER_KIND)
-        con.execute("COMMIT")
-    except BaseException as exc:
-        con.execute("ROLLBACK")
-        if isinstance(exc, duckdb.Error):
-            raise WarehouseError(f"cannot store {item.path}: {exc}") from exc
-        raise
 
 
 def _unique(name: str, rows: Sequence[Json]) -> list[Json]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
@@ -71,3 +72,25 @@ def delete_applications(con: duckdb.DuckDBPyConnection, app_keys: Sequence[str])
     keys = [row[0] for row in found]
     for name in (*APP_CHILD_TABLES, "applications"):
         con.execute(f"DELETE FROM {name} WHERE app_key IN (SELECT unnest(?::VARCHAR[]))", [keys])
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection, what: str) -> Iterator[None]:
+    """All-or-nothing writes: an input is stored whole or not at all.
+
+    A DuckDB failure becomes a :class:`WarehouseError` naming ``what`` was being stored.
+    """
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException as exc:
+        con.execute("ROLLBACK")
+        if isinstance(exc, duckdb.Error):
+            raise WarehouseError(f"cannot store {what}: {_first_line(exc)}") from exc
+        raise
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -315,7 +315,8 @@ def test_a_failure_while_storing_leaves_nothing_of_that_app(
     ingest_event_logs(con, logs, report)
 
     assert [(i.path, i.fatal) for i in report.issues] == [(str(eventlogs / BASE), True)]
-    assert re.search(r"^not stored: disk full \(simulated\)$", report.issues[0].reason)
+    reason = report.issues[0].reason
+    assert re.search(r"^cannot store .*local-1532512550423: disk full \(simulated\)$", reason)
     assert report.applications == 2
     for table in ("applications", *APP_CHILD_TABLES):
         rows = con.execute(f"SELECT count(*) FROM {table} WHERE app_key = ?", [victim]).fetchone()
