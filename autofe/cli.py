@@ -35,6 +35,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_USER_ERROR = 2
 EXIT_PARTIAL = 3
+EXIT_INTERRUPTED = 130
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DbOpt = Annotated[Path, typer.Option("--db", help="Warehouse file (DuckDB).")]
@@ -54,6 +55,9 @@ def user_errors(fn: F) -> F:
                 raise
             err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_USER_ERROR) from None
+        except KeyboardInterrupt:
+            err.print("interrupted: what was committed stays; nothing half-written was kept")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
     return wrapper  # type: ignore[return-value]
 

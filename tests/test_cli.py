@@ -98,3 +98,22 @@ def test_ingest_without_paths_reads_the_example_workspace(tmp_path: Path) -> Non
     summary = json.loads(result.stdout)
     assert summary["runs"] == 6
     assert summary["files_skipped"] == []
+
+
+def test_a_warehouse_path_under_a_file_is_one_clear_error(tmp_path: Path, eventlogs: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    db = blocker / "sub" / "w.duckdb"
+    result = runner.invoke(app, ["ingest", str(eventlogs / "sparklens"), "--db", str(db)])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert result.stderr.strip().startswith(f"error: cannot open warehouse {db}")
+    assert "Traceback" not in result.output
+
+
+def test_a_bad_mapping_is_one_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('source = "x"\nfiles = "t.csv"\n[label]\ncolumn = "time"\nunit = "fortnights"\n')
+    result = runner.invoke(app, ["ingest", str(bad), "--db", str(tmp_path / "w.duckdb")])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert str(bad) in result.stderr
+    assert "Traceback" not in result.output

@@ -84,11 +84,13 @@ def open_warehouse(path: Path | str, *, read_only: bool = False) -> duckdb.DuckD
     p = Path(path)
     if read_only and not p.exists():
         raise WarehouseError(f"warehouse {p} does not exist: run `autofe ingest` first")
-    if not read_only:
-        p.parent.mkdir(parents=True, exist_ok=True)
     try:
+        if not read_only:
+            p.parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect(str(p), read_only=read_only)
-    except (duckdb.IOException, duckdb.Error) as exc:
+    except OSError as exc:
+        raise WarehouseError(f"cannot open warehouse {p}: {exc.strerror or exc}") from exc
+    except duckdb.Error as exc:
         raise WarehouseError(f"cannot open warehouse {p}: {_first_line(exc)}") from exc
     if not read_only:
         _ensure_schema(con)
