@@ -31,3 +31,27 @@ class IngestError(AutofeError):
 
 class WarehouseError(AutofeError):
     """The telemetry warehouse cannot be opened or written (locked, wrong schema, not a DB)."""
+
+
+class SandboxViolation(AutofeError):
+    """A statement was refused or stopped by the read-only SQL sandbox.
+
+    ``span`` is the (start, end) character offsets of the offending part of ``sql``.
+    """
+
+    def __init__(self, reason: str, sql: str = "", span: tuple[int, int] | None = None) -> None:
+        self.reason = reason
+        self.sql = sql
+        self.span = span
+        where = f" at {sql[span[0] : span[1]]!r}" if span and sql else ""
+        super().__init__(f"refused: {reason}{where}")
+
+
+class GateRejected(AutofeError):
+    """A feature failed a gate; ``reasons`` say why, each with its SQL span when known."""
+
+    def __init__(self, gate: str, reasons: list[str], sql_span: tuple[int, int] | None = None):
+        self.gate = gate
+        self.reasons = reasons
+        self.sql_span = sql_span
+        super().__init__(f"{gate} gate rejected the feature: {'; '.join(reasons)}")

@@ -48,3 +48,22 @@ def warehouse_copy(tmp_path: Path, corpus_warehouse: Path) -> Path:
     dest = tmp_path / "w.duckdb"
     shutil.copy(corpus_warehouse, dest)
     return dest
+
+
+@pytest.fixture(scope="session")
+def gates_warehouse(tmp_path_factory: pytest.TempPathFactory, external: Path) -> Path:
+    """Real history for the gates: the example workspace, the event-log corpus and C3O.
+
+    Built once and closed; open it read-only (the sandbox does) or copy it before writing.
+    """
+    from autofe.config import IngestSettings, example_workspace
+    from autofe.pipelines.ingest import ingest
+
+    db = tmp_path_factory.mktemp("gates") / "gates.duckdb"
+    inputs = [
+        example_workspace(),
+        external / "spark-eventlogs",
+        REPO / "examples" / "mappings" / "c3o.toml",
+    ]
+    ingest(inputs, IngestSettings(db=db, workers=1))
+    return db

@@ -13,6 +13,7 @@ LAYER = {
     "errors": 0,
     "schema": 0,
     "config": 0,
+    "featurespec": 0,
     "warehouse": 1,
     "sandbox": 1,
     "knowledge_base": 1,

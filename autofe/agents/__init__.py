@@ -1,0 +1,1 @@
+"""The analyzer, extractor and evaluator agents, and the gates features must pass."""

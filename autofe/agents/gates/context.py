@@ -1,0 +1,73 @@
+"""What every gate receives (the warehouse and limits) and returns (reasons to reject)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autofe.featurespec import FeatureSpec
+from autofe.sandbox.limits import SandboxLimits
+from autofe.warehouse.catalog import WarehouseCatalog, read_catalog
+from autofe.warehouse.connect import open_warehouse
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a gate rejected a feature: a stable code, a message a model can act on, where."""
+
+    gate: str
+    code: str
+    message: str
+    span: tuple[int, int] | None = None
+    column: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "gate": self.gate,
+            "code": self.code,
+            "message": self.message,
+            "span": list(self.span) if self.span else None,
+            "column": self.column,
+        }
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """Thresholds and budgets of the gates."""
+
+    min_coverage: float = 0.5
+    """Share of runs that must get a non-null value."""
+    budget_s_per_1000_runs: float = 2.0
+    """Extraction budget B: the dry run may take at most this per 1 000 runs."""
+    dynamic_targets: int = 6
+    """Target runs whose worlds are perturbed by the dynamic leakage check."""
+    seed: int = 7
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+
+@dataclass(frozen=True)
+class GateContext:
+    """A warehouse (opened read-only by whoever needs it) and the gate settings."""
+
+    db: Path
+    catalog: WarehouseCatalog
+    settings: GateSettings = field(default_factory=GateSettings)
+
+    @classmethod
+    def load(cls, db: Path, settings: GateSettings | None = None) -> GateContext:
+        """Read the column catalog of the warehouse at ``db``.
+
+        Raises:
+            WarehouseError: the warehouse does not exist or cannot be opened.
+        """
+        con = open_warehouse(db, read_only=True)
+        try:
+            catalog = read_catalog(con)
+        finally:
+            con.close()
+        return cls(db, catalog, settings or GateSettings())
+
+
+Gate = Callable[[FeatureSpec, GateContext], list[Reason]]
+"""A gate returns the reasons it rejects a feature; an empty list admits it."""

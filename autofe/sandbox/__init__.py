@@ -1,0 +1,1 @@
+"""The read-only SQL sandbox every agent or user statement runs in."""
