@@ -14,6 +14,7 @@ LAYER = {
     "schema": 0,
     "config": 0,
     "featurespec": 0,
+    "feature_catalog": 0,
     "warehouse": 1,
     "sandbox": 1,
     "knowledge_base": 1,

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autofe.cli import EXIT_USER_ERROR, app
+from autofe.errors import ConfigError
+from autofe.feature_catalog import load_catalog, read_feature_file, save_catalog
+from autofe.featurespec import FeatureSpec, Provenance
+
+runner = CliRunner()
+
+LAST_RUN = """-- name: last_duration
+-- category: history
+-- why: the previous finished run of the same job predicts this one
+SELECT t.run_id, (
+  SELECT h.duration_s FROM runs h
+  WHERE h.job_id = t.job_id AND h.end_time < t.submit_time
+  ORDER BY h.end_time DESC LIMIT 1) AS value
+FROM runs t
+"""
+
+
+def _spec(name: str = "workers", sql: str = "SELECT run_id, 1 AS value FROM runs") -> FeatureSpec:
+    return FeatureSpec(
+        name=name,
+        sql=sql,
+        category="static-config",
+        rationale="more workers, shorter runs",
+        kb_refs=("autoscaling",),
+        provenance=Provenance(agent="analyzer", backend="offline", prompt_hash="abc"),
+    )
+
+
+def test_a_catalog_round_trips(tmp_path: Path) -> None:
+    specs = [_spec(), _spec("last", LAST_RUN)]
+    save_catalog(tmp_path, specs)
+    assert (tmp_path / "last.sql").read_text() == LAST_RUN.rstrip() + "\n"
+    loaded = load_catalog(tmp_path)
+    assert [s.feature_id for s in loaded] == [s.feature_id for s in specs]
+    assert loaded[0].provenance.prompt_hash == "abc"
+
+
+def test_editing_the_sql_file_changes_the_feature_id(tmp_path: Path) -> None:
+    save_catalog(tmp_path, [_spec()])
+    before = load_catalog(tmp_path)[0].feature_id
+    (tmp_path / "workers.sql").write_text("SELECT run_id, 2 AS value FROM runs\n")
+    assert load_catalog(tmp_path)[0].feature_id != before
+
+
+def test_duplicate_names_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="duplicate feature names: workers"):
+        save_catalog(tmp_path, [_spec(), _spec()])
+
+
+def test_a_feature_file_header_fills_the_spec(tmp_path: Path) -> None:
+    path = tmp_path / "Last-Run.sql"
+    path.write_text(LAST_RUN)
+    spec = read_feature_file(path)
+    assert (spec.name, spec.category) == ("last_duration", "history")
+    assert spec.rationale.startswith("the previous finished run")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("-- category: astrology\nSELECT 1", r"category: Input should be"),
+        ("-- name: Bad Name\nSELECT 1", r"name: Value error, 'Bad Name' is not a snake_case"),
+    ],
+)
+def test_bad_feature_headers_name_the_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "f.sql"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        read_feature_file(path)
+
+
+def test_a_broken_catalog_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "catalog.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not a readable feature catalog"):
+        load_catalog(tmp_path)
+
+
+def test_features_list_and_show(tmp_path: Path) -> None:
+    save_catalog(tmp_path, [_spec(), _spec("last", LAST_RUN)])
+    listed = runner.invoke(app, ["features", "list", "--catalog", str(tmp_path), "--json"])
+    assert [r["name"] for r in json.loads(listed.stdout)] == ["workers", "last"]
+    shown = runner.invoke(app, ["features", "show", "last", "--catalog", str(tmp_path), "--json"])
+    assert json.loads(shown.stdout)["sql"].startswith("-- name: last_duration")
+    missing = runner.invoke(app, ["features", "show", "nope", "--catalog", str(tmp_path)])
+    assert missing.exit_code == EXIT_USER_ERROR
+    assert "no feature named 'nope'" in missing.stderr
