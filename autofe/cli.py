@@ -27,6 +27,8 @@ app = typer.Typer(
 )
 warehouse_app = typer.Typer(help="Inspect the telemetry warehouse.", no_args_is_help=True)
 app.add_typer(warehouse_app, name="warehouse")
+features_app = typer.Typer(help="List, show and gate-check features.", no_args_is_help=True)
+app.add_typer(features_app, name="features")
 
 err = Console(stderr=True)
 out = Console()
@@ -34,6 +36,7 @@ out = Console()
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_USER_ERROR = 2
+EXIT_REJECTED = 1
 EXIT_PARTIAL = 3
 EXIT_INTERRUPTED = 130
 
@@ -167,3 +170,79 @@ def warehouse_stats(db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
     for name, n in counts.items():
         table.add_row(name, f"{n:,}")
     out.print(table)
+
+
+CatalogOpt = Annotated[Path, typer.Option("--catalog", help="Feature catalog directory.")]
+DEFAULT_CATALOG = Path("features")
+
+
+@features_app.command("list")
+@user_errors
+def features_list(catalog: CatalogOpt = DEFAULT_CATALOG, as_json: JsonOpt = False) -> None:
+    """List the features of a catalog."""
+    from autofe.feature_catalog import load_catalog
+
+    specs = load_catalog(catalog)
+    if as_json:
+        rows = [{"name": s.name, "category": s.category, "feature_id": s.feature_id} for s in specs]
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table("name", "category", "type", "id")
+    for s in specs:
+        table.add_row(s.name, s.category, s.value_type, s.feature_id)
+    out.print(table)
+
+
+@features_app.command("show")
+@user_errors
+def features_show(
+    name: Annotated[str, typer.Argument(help="Feature name.")],
+    catalog: CatalogOpt = DEFAULT_CATALOG,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one feature: its SQL, rationale and provenance."""
+    from autofe.errors import ConfigError
+    from autofe.feature_catalog import load_catalog
+
+    found = [s for s in load_catalog(catalog) if s.name == name]
+    if not found:
+        raise ConfigError(f"{catalog}: no feature named {name!r}")
+    spec = found[0]
+    if as_json:
+        print(json.dumps({**spec.model_dump(mode="json"), "feature_id": spec.feature_id}, indent=2))
+        return
+    out.print(f"[bold]{spec.name}[/] ({spec.category}, {spec.value_type}) id {spec.feature_id}")
+    if spec.rationale:
+        out.print(spec.rationale, highlight=False)
+    out.print(spec.sql, highlight=False, markup=False)
+
+
+@features_app.command("check")
+@user_errors
+def features_check(
+    files: Annotated[list[Path], typer.Argument(help="Feature .sql files.")],
+    db: DbOpt = DEFAULT_DB,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the completeness and leakage gates on feature files (exit 1 if any is rejected)."""
+    from autofe.agents.gates import GateContext, run_gates
+    from autofe.feature_catalog import read_feature_file
+
+    ctx = GateContext.load(db)
+    verdicts = [run_gates(read_feature_file(f), ctx) for f in files]
+    if as_json:
+        print(json.dumps([v.as_dict() for v in verdicts], indent=2))
+    else:
+        for path, v in zip(files, verdicts, strict=True):
+            _print_verdict(path, v.as_dict())
+    if any(not v.accepted for v in verdicts):
+        raise typer.Exit(EXIT_REJECTED)
+
+
+def _print_verdict(path: Path, verdict: dict[str, Any]) -> None:
+    if verdict["accepted"]:
+        out.print(f"[green]accepted[/] {path}", highlight=False)
+        return
+    out.print(f"[red]rejected[/] {path}", highlight=False)
+    for r in verdict["reasons"]:
+        out.print(f"  {r['gate']}/{r['code']}: {r['message']}", highlight=False, markup=False)

@@ -1,0 +1,333 @@
+"""The completeness gate: the feature's SQL can be computed, cheaply, well and repeatably.
+
+Checks run cheapest first and stop at the first structural failure (there is no point running
+a query that does not parse or names a column the warehouse lacks): parse, qualify every
+table and column against the warehouse schema, then one dry run over all runs for shape,
+value type, cost and coverage, and a second run for determinism.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.optimizer.qualify import qualify
+
+from autofe.agents.gates.codes import Completeness
+from autofe.agents.gates.context import GateContext, GateSettings, Reason
+from autofe.errors import SandboxViolation
+from autofe.featurespec import FeatureSpec, ValueType
+from autofe.sandbox.guard import guard_sql, in_cte_scope, node_span
+from autofe.sandbox.session import QueryError, QueryResult, Sandbox
+from autofe.warehouse.catalog import WarehouseCatalog
+
+GATE = "completeness"
+DIALECT = "duckdb"
+
+INTEGER_TYPES = frozenset(
+    {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT"}
+    | {"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
+)
+NUMERIC_TYPES = INTEGER_TYPES | {"FLOAT", "DOUBLE", "DECIMAL", "REAL"}
+ALLOWED_TYPES: dict[str, frozenset[str]] = {
+    "DOUBLE": NUMERIC_TYPES,
+    "BIGINT": INTEGER_TYPES,
+    "INTEGER": INTEGER_TYPES,
+    "BOOLEAN": frozenset({"BOOLEAN"}),
+    "VARCHAR": frozenset({"VARCHAR"}),
+}
+
+REL_TOL = 1e-9
+
+
+def _reason(code: Completeness, message: str, **where: Any) -> Reason:
+    return Reason(GATE, str(code), message, **where)
+
+
+def check_completeness(spec: FeatureSpec, ctx: GateContext) -> list[Reason]:
+    """Reasons the feature cannot be computed well; an empty list admits it.
+
+    Args:
+        spec: the feature; its SQL must return ``(run_id, value)``.
+        ctx: the warehouse (opened read-only in the sandbox) and the thresholds.
+
+    Returns:
+        One reason per failure. Structural failures (parse, sandbox, unknown table or
+        column, a failed query, wrong shape) end the check early.
+    """
+    try:
+        statements = sqlglot.parse(spec.sql, read=DIALECT)
+    except ParseError as exc:
+        return [_parse_reason(spec.sql, exc)]
+    tree = statements[0] if len(statements) == 1 else None
+    structural = (
+        (_unknown_tables(spec.sql, tree, ctx.catalog) if tree is not None else [])
+        or _refused(spec.sql, ctx.catalog)
+        or _unknown_columns(tree, ctx.catalog)
+    )
+    if structural:
+        return structural
+    with Sandbox.open(ctx.db, ctx.settings.limits) as sandbox:
+        return _dry_run(spec, ctx.settings, sandbox)
+
+
+def _parse_reason(sql: str, exc: ParseError) -> Reason:
+    """The parser's first complaint, pointing at where it happened."""
+    first = exc.errors[0] if exc.errors else {}
+    message = f"SQL does not parse: {first.get('description') or exc}"
+    span = _span_at(sql, first.get("line"), first.get("col"), str(first.get("highlight") or ""))
+    return _reason(Completeness.PARSE_ERROR, message, span=span)
+
+
+def _span_at(sql: str, line: int | None, col: int | None, text: str) -> tuple[int, int] | None:
+    """Character offsets of ``text`` ending at 1-based ``line``/``col`` (sqlglot's convention).
+
+    >>> _span_at("SELECT\\n(1", 2, 2, "1")
+    (8, 9)
+    """
+    if not line or not col:
+        return None
+    lines = sql.split("\n")
+    end = sum(len(row) + 1 for row in lines[: line - 1]) + col
+    return (max(0, end - max(len(text), 1)), min(end, len(sql)))
+
+
+def _unknown_tables(sql: str, tree: exp.Expr, catalog: WarehouseCatalog) -> list[Reason]:
+    """Tables of the main schema that are neither warehouse tables nor CTEs in scope.
+
+    Checked before the columns (with an unknown table every column looks unresolvable) and
+    before the guard, which would refuse them as a policy matter rather than a typo.
+    """
+    known = catalog.tables()
+    reasons = []
+    for table in tree.find_all(exp.Table):
+        span = node_span(table)
+        if (
+            table.catalog
+            or table.db.lower() not in ("", "main")
+            or not isinstance(table.this, exp.Identifier)
+            or (span is not None and sql[span[0]] == "'")  # a file read: the guard's business
+            or table.name.lower() in known
+            or in_cte_scope(table)
+        ):
+            continue
+        message = f"table {table.name!r} is not in the warehouse; tables: " + ", ".join(
+            sorted(known)
+        )
+        reasons.append(_reason(Completeness.UNKNOWN_TABLE, message, span=span))
+    return reasons
+
+
+def _refused(sql: str, catalog: WarehouseCatalog) -> list[Reason]:
+    """The sandbox's parsing guard: one read query, warehouse tables, allowed functions."""
+    try:
+        guard_sql(sql, catalog)
+    except SandboxViolation as exc:
+        return [
+            _reason(Completeness.SANDBOX, f"sandbox refused the query: {exc.reason}", span=exc.span)
+        ]
+    return []
+
+
+_UNRESOLVED = re.compile(r"Column '(?P<a>[^']+)' could not be resolved|Unknown column: (?P<b>\S+)")
+
+
+def _unknown_columns(tree: exp.Expr | None, catalog: WarehouseCatalog) -> list[Reason]:
+    """Columns sqlglot's optimizer cannot resolve against the warehouse schema."""
+    if tree is None:
+        return []
+    try:
+        schema: dict[str, object] = dict(catalog.schema)
+        qualify(
+            tree.copy(),
+            schema=schema,
+            dialect=DIALECT,
+            validate_qualify_columns=True,
+        )
+    except SqlglotError as exc:
+        return [_column_reason(tree, catalog, str(exc))]
+    return []
+
+
+def _column_reason(tree: exp.Expr, catalog: WarehouseCatalog, error: str) -> Reason:
+    """Name the column, point at it and suggest the nearest warehouse column."""
+    found = _UNRESOLVED.search(error)
+    name = (found.group("a") or found.group("b")).strip('"') if found else None
+    if name is None:
+        return _reason(Completeness.UNKNOWN_COLUMN, f"columns do not resolve: {error}")
+    node = next((c for c in tree.find_all(exp.Column) if c.name == name), None)
+    columns = sorted({column for _, column in catalog.columns})
+    close = difflib.get_close_matches(name, columns, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    message = f"column {name!r} is not in the tables the query reads{hint}"
+    span = node_span(node) if node is not None else None
+    return _reason(Completeness.UNKNOWN_COLUMN, message, span=span, column=name)
+
+
+def _run(sandbox: Sandbox, sql: str) -> tuple[QueryResult | None, list[Reason]]:
+    """Run ``sql`` in the sandbox; a refusal, timeout or SQL error becomes a reason."""
+    try:
+        return sandbox.query(sql), []
+    except SandboxViolation as exc:
+        if _is_timeout(exc):
+            return None, [
+                _reason(Completeness.OVER_BUDGET, f"the dry run was stopped: {exc.reason}")
+            ]
+        return None, [_reason(Completeness.SANDBOX, f"sandbox stopped the query: {exc.reason}")]
+    except QueryError as exc:
+        return None, [_reason(Completeness.FAILED, f"query failed: {exc.message}")]
+
+
+def _is_timeout(exc: SandboxViolation) -> bool:
+    return "timeout" in exc.reason.lower() or "timed out" in exc.reason.lower()
+
+
+def _dry_run(spec: FeatureSpec, settings: GateSettings, sandbox: Sandbox) -> list[Reason]:
+    """Run the feature over every run: shape, type, cost, coverage, then determinism."""
+    first, failed = _run(sandbox, spec.sql)
+    if first is None:
+        return failed
+    shape = _shape(first)
+    if shape:
+        return shape
+    run_ids = _run_ids(sandbox)
+    reasons = [
+        *_duplicates(first),
+        *_value_type(first, spec.value_type),
+        *_budget(first, len(run_ids), settings),
+        *_coverage(first, run_ids, settings),
+    ]
+    if any(r.code == Completeness.OVER_BUDGET for r in reasons):
+        return reasons  # a second run would cost as much again
+    second, failed = _run(sandbox, spec.sql)
+    return reasons + (failed if second is None else _determinism(first, second))
+
+
+def _run_ids(sandbox: Sandbox) -> set[Any]:
+    result = sandbox.query("SELECT run_id FROM runs")
+    return {row[0] for row in result.rows}
+
+
+def _shape(result: QueryResult) -> list[Reason]:
+    """Exactly ``(run_id, value)``; anything else cannot be joined to the run table."""
+    columns = list(result.columns)
+    if len(columns) == 2 and columns[0].lower() == "run_id" and not result.truncated:
+        return []
+    if result.truncated:
+        message = f"the query returns more than {len(result.rows)} rows: one row per run expected"
+    else:
+        message = f"the query must return exactly (run_id, value); it returns {columns}"
+    return [_reason(Completeness.SHAPE, message)]
+
+
+def _duplicates(result: QueryResult) -> list[Reason]:
+    counts = Counter(row[0] for row in result.rows)
+    repeated = [run_id for run_id, n in counts.items() if n > 1]
+    if not repeated:
+        return []
+    message = (
+        f"{len(repeated)} run_ids appear more than once (e.g. {repeated[0]!r} "
+        f"{counts[repeated[0]]} times): one row per run"
+    )
+    return [_reason(Completeness.DUPLICATE_RUN_ID, message)]
+
+
+def _value_type(result: QueryResult, wanted: ValueType) -> list[Reason]:
+    got = str(result.types[1])
+    if type_family(got) in ALLOWED_TYPES[wanted]:
+        return []
+    message = f"value has type {got}, not compatible with the declared {wanted}: cast it"
+    return [_reason(Completeness.VALUE_TYPE, message)]
+
+
+def type_family(type_name: str) -> str:
+    """A DuckDB type name without its parameters.
+
+    >>> type_family("DECIMAL(18,3)")
+    'DECIMAL'
+    """
+    return type_name.split("(", 1)[0].strip().upper()
+
+
+def seconds_per_1000(seconds: float, runs: int) -> float:
+    """Dry-run time scaled to 1 000 runs.
+
+    Small warehouses count as 1 000 runs: their fixed query overhead is not a per-run cost.
+
+    >>> seconds_per_1000(3.0, 6000)
+    0.5
+    >>> seconds_per_1000(0.2, 10)
+    0.2
+    """
+    return seconds * 1000 / max(runs, 1000)
+
+
+def _budget(result: QueryResult, runs: int, settings: GateSettings) -> list[Reason]:
+    cost = seconds_per_1000(result.seconds, runs)
+    if cost <= settings.budget_s_per_1000_runs:
+        return []
+    message = (
+        f"took {result.seconds:.2f} s for {runs} runs = {cost:.2f} s per 1 000 runs, "
+        f"over the budget of {settings.budget_s_per_1000_runs} s"
+    )
+    return [_reason(Completeness.OVER_BUDGET, message)]
+
+
+def _coverage(result: QueryResult, run_ids: set[Any], settings: GateSettings) -> list[Reason]:
+    """Share of runs with a non-null value; runs missing from the output count as null."""
+    covered = {row[0] for row in result.rows if row[1] is not None and row[0] in run_ids}
+    share = len(covered) / len(run_ids) if run_ids else 0.0
+    if share >= settings.min_coverage:
+        return []
+    message = (
+        f"only {len(covered)} of {len(run_ids)} runs ({share:.1%}) get a non-null value; "
+        f"at least {settings.min_coverage:.0%} needed"
+    )
+    return [_reason(Completeness.LOW_COVERAGE, message)]
+
+
+def _determinism(first: QueryResult, second: QueryResult) -> list[Reason]:
+    """Both runs agree row for row (sorted by run_id; floats within a relative 1e-9)."""
+    a, b = _sorted_rows(first.rows), _sorted_rows(second.rows)
+    if len(a) == len(b) and all(same_row(x, y) for x, y in zip(a, b, strict=True)):
+        return []
+    diff = next(((x, y) for x, y in zip(a, b, strict=False) if not same_row(x, y)), None)
+    detail = f"e.g. {diff[0]!r} then {diff[1]!r}" if diff else f"{len(a)} rows then {len(b)}"
+    message = (
+        f"two runs gave different results ({detail}): avoid random(), now(), "
+        "LIMIT or ANY_VALUE without a total ORDER BY"
+    )
+    return [_reason(Completeness.NONDETERMINISTIC, message)]
+
+
+def _sorted_rows(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r) for r in rows), key=lambda r: (str(r[0]), _order_key(r[1])))
+
+
+def _order_key(value: Any) -> tuple[int, str]:
+    return (0, "") if value is None else (1, repr(value))
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal, floats within a relative tolerance (and NaN equal to NaN).
+
+    >>> same_value(0.1 + 0.2, 0.3), same_value(None, 0.0), same_value(1.0, 1.001)
+    (True, False, False)
+    """
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return False
+        fa, fb = float(a), float(b)
+        return (math.isnan(fa) and math.isnan(fb)) or math.isclose(fa, fb, rel_tol=REL_TOL)
+    return bool(a == b)
+
+
+def same_row(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))

@@ -1,0 +1,170 @@
+"""Gate latency per feature on a 10 000-run warehouse, for every leakage fixture.
+
+Run: ``.venv/bin/python benchmarks/gates.py [--runs 10000] [--write docs/results.md]``
+
+Builds the warehouse of ``benchmarks/warehouse_10k.py`` in a temporary directory, then runs
+every ``tests/fixtures/leakage/*.sql`` feature through ``run_gates`` (the per-gate times are
+the verdict's own) and, once more, through each check of the leakage gate on its own (static
+lineage, dynamic perturbation). Target: leakage (static + dynamic) ≤ 1 s per feature.
+Fixtures marked ``-- coverage: low`` run with ``min_coverage=0``, as in the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ingest import machine
+from warehouse_10k import build_warehouse
+
+from autofe.config import REPO_DIR, external_data_dir
+from autofe.featurespec import FeatureSpec
+
+try:
+    from autofe.agents.gates import GateContext, Reason, Verdict, run_gates
+    from autofe.agents.gates.leakage import CHECKS
+except ImportError as exc:  # the gates are built alongside this benchmark
+    raise SystemExit(f"benchmarks/gates.py needs autofe.agents.gates.run_gates: {exc}") from exc
+
+FIXTURES = REPO_DIR / "tests" / "fixtures" / "leakage"
+HEADER = re.compile(r"^-- (expect|category|why|coverage): (.+)$", re.M)
+TARGET_S = 1.0
+Check = Callable[[FeatureSpec, GateContext], list[Reason]]
+
+
+@dataclass(frozen=True)
+class Fixture:
+    spec: FeatureSpec
+    expect: frozenset[str]
+    """Acceptable leakage codes; empty for a clean feature."""
+    coverage_low: bool
+
+
+@dataclass(frozen=True)
+class Timing:
+    fixture: Fixture
+    verdict: Verdict
+    seconds: dict[str, float]
+    """Per gate (``completeness``, ``leakage``) and per check (``leakage.static``, ...)."""
+
+    @property
+    def as_expected(self) -> bool:
+        if not self.fixture.expect:
+            return self.verdict.accepted
+        codes = {r.code for r in self.verdict.reasons if r.gate == "leakage"}
+        return bool(codes & self.fixture.expect)
+
+
+def load_fixture(path: Path) -> Fixture:
+    """The fixture's feature and expectation (the tests validate the headers)."""
+    text = path.read_text()
+    fields = dict(HEADER.findall(text))
+    verdict, _, codes = fields["expect"].partition(" ")
+    sql = HEADER.sub("", text).strip()
+    spec = FeatureSpec.model_validate(
+        {"name": path.stem, "sql": sql, "category": fields["category"]}
+    )
+    expect = frozenset(c.strip() for c in codes.split("|")) if verdict == "reject" else frozenset()
+    return Fixture(spec, expect, "coverage" in fields)
+
+
+def _check_name(check: Check) -> str:
+    return "leakage." + check.__name__.removeprefix("check_").removesuffix("_leakage")
+
+
+def time_fixture(fixture: Fixture, ctx: GateContext) -> Timing:
+    """Run every gate once (verdict and gate times), then each leakage check alone."""
+    if fixture.coverage_low:
+        ctx = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, min_coverage=0))
+    verdict = run_gates(fixture.spec, ctx)
+    seconds = dict(verdict.seconds)
+    for check in CHECKS:
+        started = time.perf_counter()
+        check(fixture.spec, ctx)
+        seconds[_check_name(check)] = time.perf_counter() - started
+    return Timing(fixture, verdict, seconds)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile.
+
+    >>> percentile([3.0, 1.0, 2.0, 4.0], 0.5), percentile([3.0, 1.0, 2.0, 4.0], 0.9)
+    (2.0, 4.0)
+    """
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _row(name: str, values: list[float]) -> str:
+    p50, p90, top = (percentile(values, q) for q in (0.5, 0.9, 1.0))
+    within = sum(v <= TARGET_S for v in values)
+    return f"| {name} | {len(values)} | {p50:.3f} | {p90:.3f} | {top:.3f} | {within} |"
+
+
+def _slowest(timings: Iterable[Timing], key: str, n: int = 5) -> str:
+    ranked = sorted(timings, key=lambda t: t.seconds[key], reverse=True)[:n]
+    return ", ".join(f"`{t.fixture.spec.name}` {t.seconds[key]:.2f} s" for t in ranked)
+
+
+def report_markdown(timings: list[Timing], runs: int) -> str:
+    keys = list(timings[0].seconds)
+    leaky = sum(bool(t.fixture.expect) for t in timings)
+    agree = sum(t.as_expected for t in timings)
+    lines = [
+        f"Command: `.venv/bin/python benchmarks/gates.py --runs {runs}` — one pass per feature.",
+        f"Machine: {machine()}.",
+        f"Warehouse: {runs:,} runs built by `benchmarks/warehouse_10k.py` (recipe in its "
+        f"docstring). Features: the {len(timings)} fixtures of `tests/fixtures/leakage` "
+        f"({leaky} leaky, {len(timings) - leaky} clean); {agree} got their expected verdict "
+        "on this warehouse.",
+        "",
+        f"| gate / check | features | p50 s | p90 s | max s | ≤ {TARGET_S:g} s |",
+        "|---|---|---|---|---|---|",
+        *(_row(key, [t.seconds[key] for t in timings]) for key in keys),
+        "",
+        f"Slowest leakage: {_slowest(timings, 'leakage')}.",
+        f"Slowest completeness: {_slowest(timings, 'completeness')}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, body: str) -> None:
+    text = path.read_text() if path.exists() else "# Measured results\n"
+    block = f"<!-- gates:begin -->\n{body}<!-- gates:end -->"
+    pattern = re.compile(r"<!-- gates:begin -->.*?<!-- gates:end -->", re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else f"{text}\n{block}\n"
+    path.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--write", type=Path, help="update this results file's gates section")
+    args = parser.parse_args()
+    external = external_data_dir()
+    if external is None:
+        raise SystemExit("benchmarks/gates.py needs ../shared/data/external beside the checkout")
+    fixtures = [load_fixture(p) for p in sorted(FIXTURES.glob("*.sql"))]
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "gates10k.duckdb"
+        runs = build_warehouse(db, external, args.runs)
+        ctx = GateContext.load(db)
+        timings = [time_fixture(f, ctx) for f in fixtures]
+    body = report_markdown(timings, runs)
+    print(body)
+    for t in timings:
+        if not t.as_expected:
+            print(f"unexpected verdict: {t.fixture.spec.name}: {t.verdict.as_dict()['reasons']}")
+    if args.write:
+        write_section(args.write, body)
+
+
+if __name__ == "__main__":
+    main()

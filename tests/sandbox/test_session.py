@@ -1,0 +1,159 @@
+"""Sandbox sessions: results and row limits, errors, timeouts, and how a database is opened."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import duckdb
+import pytest
+from sandbox_warehouse import FAST, RUNS, build_warehouse
+
+from autofe.errors import ConfigError, SandboxViolation, WarehouseError
+from autofe.sandbox.limits import SandboxLimits
+from autofe.sandbox.session import QueryError, Sandbox, lock_down
+from autofe.warehouse.catalog import code_catalog
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_warehouse(tmp_path_factory.mktemp("session") / "w.duckdb")
+
+
+@pytest.fixture
+def db(tmp_path: Path, template: Path) -> Path:
+    """A private copy: DuckDB shares one instance per file and process, limits included."""
+    return Path(shutil.copy(template, tmp_path / "w.duckdb"))
+
+
+@pytest.fixture
+def box(db: Path) -> Iterator[Sandbox]:
+    with Sandbox.open(db, FAST) as sandbox:
+        yield sandbox
+
+
+def test_a_result_carries_names_duckdb_types_and_rows(box: Sandbox) -> None:
+    result = box.query(
+        "SELECT run_id, duration_s, parameters, [1, 2] AS l, submit_time "
+        "FROM runs ORDER BY run_id LIMIT 2"
+    )
+    assert result.columns == ("run_id", "duration_s", "parameters", "l", "submit_time")
+    assert result.types == ("VARCHAR", "DOUBLE", "JSON", "INTEGER[]", "TIMESTAMP")
+    assert [row[0] for row in result.rows] == ["run-0000", "run-0001"]
+    assert not result.truncated
+    assert 0 <= result.seconds < FAST.timeout_s
+
+
+def test_rows_are_cut_at_the_limit_and_marked_truncated(box: Sandbox) -> None:
+    small = box.query("SELECT run_id FROM runs", limit=5)
+    assert len(small.rows) == 5 and small.truncated
+    default = box.query("SELECT run_id FROM runs")
+    assert len(default.rows) == FAST.max_rows < RUNS and default.truncated
+    capped = box.query("SELECT run_id FROM runs", limit=10 * RUNS)
+    assert len(capped.rows) == FAST.max_rows
+    exact = box.query("SELECT run_id FROM runs LIMIT 5", limit=5)
+    assert len(exact.rows) == 5 and not exact.truncated
+    assert box.query("SELECT run_id FROM runs", limit=0).rows == []
+    with pytest.raises(ConfigError):
+        box.query("SELECT 1", limit=-1)
+
+
+def test_sql_errors_are_query_errors_with_duckdbs_first_line(box: Sandbox) -> None:
+    with pytest.raises(QueryError, match="Binder Error") as caught:
+        box.query("SELECT run_id + 1 FROM runs")
+    assert "\n" not in caught.value.message
+    with pytest.raises(QueryError, match="Conversion Error"):
+        box.query("SELECT 'abc'::INTEGER")
+
+
+def test_a_timeout_interrupts_only_its_own_query(box: Sandbox) -> None:
+    with pytest.raises(SandboxViolation, match=r"exceeded the 1 s timeout"):
+        box.query("SELECT count(*) FROM range(1000000000000)")
+    for _ in range(20):  # a late timer must never interrupt the next query
+        assert box.query("SELECT 42").rows == [(42,)]
+
+
+def test_threads_can_share_a_sandbox(box: Sandbox) -> None:
+    sql = "SELECT count(*) FROM runs WHERE duration_s > {}"
+    with ThreadPoolExecutor(4) as pool:
+        counts = list(pool.map(lambda n: box.query(sql.format(n)).rows[0][0], range(60, 110)))
+    assert counts[0] == RUNS - RUNS // 50 and counts[-1] == 0
+
+
+def test_a_bad_limit_is_a_config_error(db: Path) -> None:
+    with pytest.raises(ConfigError, match="memory_limit"):
+        Sandbox.open(db, SandboxLimits(memory_limit="lots"))
+
+
+def test_the_memory_limit_stops_a_query(box: Sandbox) -> None:
+    with pytest.raises(SandboxViolation, match="256MB memory limit"):
+        box.query("SELECT list(i) FROM range(1000000000) AS t(i)")
+    assert box.query("SELECT count(*) FROM runs").rows == [(RUNS,)]
+
+
+def test_the_warehouse_is_opened_locked_down(box: Sandbox) -> None:
+    con = box._con  # read the settings directly: the guards refuse current_setting
+    settings = dict(con.execute("SELECT name, value FROM duckdb_settings()").fetchall())
+    assert settings["access_mode"] == "read_only"
+    assert settings["enable_external_access"] == "false"
+    assert settings["lock_configuration"] == "true"
+    assert settings["temp_directory"] == ""
+    assert settings["threads"] == "2"
+    assert settings["memory_limit"].endswith("MiB")
+
+
+def test_the_catalog_comes_from_the_warehouse(box: Sandbox) -> None:
+    assert "runs" in box.catalog.tables()
+    assert "ingested_files" not in box.catalog.tables()
+
+
+def test_two_sandboxes_on_one_file_share_its_locked_instance(db: Path) -> None:
+    with Sandbox.open(db, FAST) as first, Sandbox.open(db, FAST) as second:
+        assert first.query("SELECT count(*) FROM runs").rows == [(RUNS,)]
+        assert second.query("SELECT count(*) FROM runs").rows == [(RUNS,)]
+        with pytest.raises(WarehouseError, match="other connections"):
+            Sandbox.open(db, SandboxLimits(memory_limit="512MB"))
+
+
+def test_open_refuses_while_this_process_writes_the_file(db: Path) -> None:
+    writer = duckdb.connect(str(db))
+    try:
+        with pytest.raises(WarehouseError, match="close this process's other connections"):
+            Sandbox.open(db, FAST)
+    finally:
+        writer.close()
+    Sandbox.open(db, FAST).close()
+
+
+def test_open_refuses_what_is_not_a_warehouse(tmp_path: Path) -> None:
+    with pytest.raises(WarehouseError, match="does not exist"):
+        Sandbox.open(tmp_path / "missing.duckdb")
+    (tmp_path / "text.duckdb").write_text("not a database")
+    with pytest.raises(WarehouseError, match="cannot open"):
+        Sandbox.open(tmp_path / "text.duckdb")
+    duckdb.connect(str(tmp_path / "empty.duckdb")).close()
+    with pytest.raises(WarehouseError, match="column_catalog"):
+        Sandbox.open(tmp_path / "empty.duckdb")
+
+
+def test_wrap_locks_a_prepared_scratch_database() -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE runs AS SELECT 'r' || i AS run_id FROM range(3) AS t(i)")
+    with Sandbox.wrap(con, code_catalog(), FAST) as box:
+        assert box.query("SELECT count(*) FROM runs").rows == [(3,)]
+        with pytest.raises(duckdb.Error, match="locked"):
+            con.execute("SET memory_limit = '10GB'")
+    with pytest.raises(QueryError, match="closed"):
+        box.query("SELECT 1")
+
+
+def test_lock_down_twice_is_harmless_but_a_foreign_lock_is_refused() -> None:
+    con = duckdb.connect()
+    lock_down(con, FAST)
+    lock_down(con, FAST)
+    foreign = duckdb.connect()
+    foreign.execute("SET lock_configuration = true")
+    with pytest.raises(SandboxViolation, match="external access on"):
+        lock_down(foreign, FAST)
