@@ -93,3 +93,26 @@ def test_features_list_and_show(tmp_path: Path) -> None:
     missing = runner.invoke(app, ["features", "show", "nope", "--catalog", str(tmp_path)])
     assert missing.exit_code == EXIT_USER_ERROR
     assert "no feature named 'nope'" in missing.stderr
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "leakage"
+
+
+def test_features_check_accepts_and_rejects(gates_warehouse: Path) -> None:
+    clean = FIXTURES / "accept_history_last_duration.sql"
+    leaky = FIXTURES / "reject_label_duration_ms.sql"
+    args = ["features", "check", str(clean), str(leaky), "--db", str(gates_warehouse), "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    verdicts = json.loads(result.stdout)
+    assert [v["accepted"] for v in verdicts] == [True, False]
+    assert {r["code"] for r in verdicts[1]["reasons"]} >= {"label_leak"}
+    assert all(r["gate"] in ("completeness", "leakage") for r in verdicts[1]["reasons"])
+
+
+def test_features_check_without_a_warehouse_is_a_user_error(tmp_path: Path) -> None:
+    path = tmp_path / "f.sql"
+    path.write_text(LAST_RUN)
+    result = runner.invoke(app, ["features", "check", str(path), "--db", str(tmp_path / "no.db")])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert "does not exist" in result.stderr
