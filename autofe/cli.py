@@ -246,3 +246,34 @@ def _print_verdict(path: Path, verdict: dict[str, Any]) -> None:
     out.print(f"[red]rejected[/] {path}", highlight=False)
     for r in verdict["reasons"]:
         out.print(f"  {r['gate']}/{r['code']}: {r['message']}", highlight=False, markup=False)
+
+
+@app.command()
+@user_errors
+def mcp(
+    db: DbOpt = DEFAULT_DB,
+    root: Annotated[
+        list[Path] | None,
+        typer.Option("--root", help="Folder parse_event_log may read (repeatable)."),
+    ] = None,
+    store: Annotated[
+        Path | None, typer.Option(help="Feature store file (default: DB.features.duckdb).")
+    ] = None,
+    transport: Annotated[str, typer.Option(help="stdio or http.")] = "stdio",
+    host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = 8765,
+) -> None:
+    """Serve the autofe tools over MCP (stdio for a local host, or streamable HTTP)."""
+    from autofe.errors import ConfigError
+    from autofe.tools.server import ServerConfig, build_server
+    from autofe.warehouse.connect import open_warehouse
+
+    if transport not in ("stdio", "http"):
+        raise ConfigError(f"--transport must be stdio or http, not {transport!r}")
+    open_warehouse(db, read_only=True).close()  # fail now, in one line, if it is missing
+    roots = tuple(p.resolve() for p in root or ())
+    server = build_server(ServerConfig(db=db, roots=roots, store=store))
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=host, port=port)

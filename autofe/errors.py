@@ -55,3 +55,17 @@ class GateRejected(AutofeError):
         self.reasons = reasons
         self.sql_span = sql_span
         super().__init__(f"{gate} gate rejected the feature: {'; '.join(reasons)}")
+
+
+class PathNotAllowed(AutofeError):
+    """A path given to a tool does not exist or lies outside the directories it may read.
+
+    ``roots`` are the allowed directories (resolved), so the caller can pick a path inside one.
+    """
+
+    def __init__(self, path: str, reason: str, roots: tuple[str, ...] = ()) -> None:
+        self.path = path
+        self.reason = reason
+        self.roots = roots
+        allowed = ", ".join(roots) if roots else "none configured"
+        super().__init__(f"{path}: {reason}; allowed roots: {allowed}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import re
 import tempfile
 import time
@@ -21,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest import machine
+from report import machine, percentile, write_section
 from warehouse_10k import build_warehouse
 
 from autofe.config import REPO_DIR, external_data_dir
@@ -92,16 +91,6 @@ def time_fixture(fixture: Fixture, ctx: GateContext) -> Timing:
     return Timing(fixture, verdict, seconds)
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile.
-
-    >>> percentile([3.0, 1.0, 2.0, 4.0], 0.5), percentile([3.0, 1.0, 2.0, 4.0], 0.9)
-    (2.0, 4.0)
-    """
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
 def _row(name: str, values: list[float]) -> str:
     p50, p90, top = (percentile(values, q) for q in (0.5, 0.9, 1.0))
     within = sum(v <= TARGET_S for v in values)
@@ -135,14 +124,6 @@ def report_markdown(timings: list[Timing], runs: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, body: str) -> None:
-    text = path.read_text() if path.exists() else "# Measured results\n"
-    block = f"<!-- gates:begin -->\n{body}<!-- gates:end -->"
-    pattern = re.compile(r"<!-- gates:begin -->.*?<!-- gates:end -->", re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else f"{text}\n{block}\n"
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10_000)
@@ -163,7 +144,7 @@ def main() -> None:
         if not t.as_expected:
             print(f"unexpected verdict: {t.fixture.spec.name}: {t.verdict.as_dict()['reasons']}")
     if args.write:
-        write_section(args.write, body)
+        write_section(args.write, "gates", body)
 
 
 if __name__ == "__main__":

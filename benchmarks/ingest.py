@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
-import platform
-import re
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from report import machine, write_section
 
 from autofe.config import IngestSettings, external_data_dir
 from autofe.pipelines.ingest import ingest
@@ -78,21 +77,6 @@ def best_of(repeat: int, run: Callable[[], Result]) -> Result:
     return min((run() for _ in range(repeat)), key=lambda r: r.seconds)
 
 
-def _cpu_model() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return platform.machine()
-    names = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")]
-    return names[0] if names else platform.machine()
-
-
-def machine() -> str:
-    cpu = _cpu_model()
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}"
-
-
 def report_markdown(results: list[Result], repeat: int) -> str:
     base = results[0]
     lines = [
@@ -104,14 +88,6 @@ def report_markdown(results: list[Result], repeat: int) -> str:
         *(r.row(base) for r in results),
     ]
     return "\n".join(lines) + "\n"
-
-
-def write_section(path: Path, body: str) -> None:
-    text = path.read_text() if path.exists() else "# Measured results\n"
-    block = f"<!-- ingest:begin -->\n{body}<!-- ingest:end -->"
-    pattern = re.compile(r"<!-- ingest:begin -->.*?<!-- ingest:end -->", re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else f"{text}\n{block}\n"
-    path.write_text(text)
 
 
 def main() -> None:
@@ -131,7 +107,7 @@ def main() -> None:
     body = report_markdown(results, args.repeat)
     print(body)
     if args.write:
-        write_section(args.write, body)
+        write_section(args.write, "ingest", body)
 
 
 if __name__ == "__main__":
