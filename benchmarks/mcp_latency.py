@@ -1,6 +1,6 @@
 """Latency of every MCP tool call, in-process and over stdio, through the SDK's client.
 
-Run: ``.venv/bin/python benchmarks/mcp.py [--calls 20] [--write docs/results.md]``
+Run: ``.venv/bin/python benchmarks/mcp_latency.py [--calls 20] [--write docs/results.md]``
 
 The warehouse is the one the gate tests use (the example workspace, the 43 real event logs
 and C3O: ~4 700 runs), built in a temporary directory. Each tool is called ``--calls`` times
@@ -78,7 +78,7 @@ def build(tmp: Path, external: Path) -> ServerConfig:
 
 def report(results: dict[str, dict[str, list[float]]], n: int) -> str:
     lines = [
-        f"Command: `.venv/bin/python benchmarks/mcp.py --calls {n}`.",
+        f"Command: `.venv/bin/python benchmarks/mcp_latency.py --calls {n}`.",
         f"Machine: {machine()}.",
         "",
         "| tool | in-process p50 ms | in-process p95 ms | stdio p50 ms | stdio p95 ms |",
@@ -97,7 +97,7 @@ def report(results: dict[str, dict[str, list[float]]], n: int) -> str:
 def run(n: int) -> str:
     external = external_data_dir()
     if external is None:
-        raise SystemExit("benchmarks/mcp.py needs ../shared/data/external beside the checkout")
+        raise SystemExit("benchmarks/mcp_latency.py needs ../shared/data/external beside the checkout")
     with tempfile.TemporaryDirectory() as tmp:
         config = build(Path(tmp), external)
         cases = calls(external / "spark-eventlogs")
