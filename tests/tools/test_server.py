@@ -165,3 +165,62 @@ async def test_stdio_end_to_end(gates_warehouse: Path, eventlogs: Path, tmp_path
     assert count.structured_content["rows"][0][0] > 5
     assert "refused" in _error_text(copy)
     assert not target.exists()
+
+
+@pytest.mark.anyio
+async def test_bad_arguments_are_tool_errors(config: ServerConfig) -> None:
+    too_many = await _call(config, "run_readonly_sql", {"sql": "SELECT 1", "limit": 0})
+    assert too_many.is_error
+    bad_name = dict(_fixture_args("accept_history_run_count"), name="Bad Name")
+    assert (await _call(config, "materialize_feature", bad_name)).is_error
+    unknown_table = await _call(config, "run_readonly_sql", {"sql": "SELECT * FROM secrets"})
+    assert "secrets" in _error_text(unknown_table)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.anyio
+async def test_streamable_http_on_loopback(gates_warehouse: Path, tmp_path: Path) -> None:
+    """`autofe mcp --transport http` serves on 127.0.0.1; the SDK client talks to it."""
+    import subprocess
+
+    import anyio
+
+    db = tmp_path / "w.duckdb"
+    shutil.copy(gates_warehouse, db)
+    port = _free_port()
+    argv = [sys.executable, "-m", "autofe", "mcp", "--db", str(db), "--transport", "http"]
+    proc = subprocess.Popen([*argv, "--port", str(port)], stderr=subprocess.DEVNULL)
+    try:
+        names: set[str] = set()
+        for _ in range(100):  # wait up to ~10 s for the server to listen
+            try:
+                async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                    names = {t.name for t in (await client.list_tools()).tools}
+                break
+            except Exception:
+                await anyio.sleep(0.1)
+        assert names == TOOLS
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_mcp_command_refuses_bad_input(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from autofe.cli import EXIT_USER_ERROR, app
+
+    runner = CliRunner()
+    missing = runner.invoke(app, ["mcp", "--db", str(tmp_path / "none.duckdb")])
+    assert missing.exit_code == EXIT_USER_ERROR
+    assert "does not exist" in missing.stderr
+    transport = runner.invoke(app, ["mcp", "--db", "x", "--transport", "carrier-pigeon"])
+    assert transport.exit_code == EXIT_USER_ERROR
+    assert "--transport must be stdio or http" in transport.stderr
