@@ -97,7 +97,7 @@ def report(results: dict[str, dict[str, list[float]]], n: int) -> str:
 def run(n: int) -> str:
     external = external_data_dir()
     if external is None:
-        raise SystemExit("benchmarks/mcp_latency.py needs ../shared/data/external beside the checkout")
+        raise SystemExit("benchmarks/mcp_latency.py needs ../shared/data/external beside the repo")
     with tempfile.TemporaryDirectory() as tmp:
         config = build(Path(tmp), external)
         cases = calls(external / "spark-eventlogs")
