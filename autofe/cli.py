@@ -17,6 +17,7 @@ from rich.table import Table
 from autofe import __version__
 from autofe.config import DEFAULT_DB, IngestSettings, example_workspace
 from autofe.errors import AutofeError
+from autofe.lab.cli import lab_app
 
 app = typer.Typer(
     name="autofe",
@@ -29,6 +30,7 @@ warehouse_app = typer.Typer(help="Inspect the telemetry warehouse.", no_args_is_
 app.add_typer(warehouse_app, name="warehouse")
 features_app = typer.Typer(help="List, show and gate-check features.", no_args_is_help=True)
 app.add_typer(features_app, name="features")
+app.add_typer(lab_app, name="lab")
 
 err = Console(stderr=True)
 out = Console()

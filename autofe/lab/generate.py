@@ -1,0 +1,230 @@
+"""``autofe lab generate``: data, plan, runs, workspace files, in that order, resumably."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autofe.errors import ConfigError
+from autofe.lab.data import prepare_data
+from autofe.lab.plan import LabJobLike, RunSpec, plan_runs, select_jobs
+from autofe.lab.runner import Outcome, SparkHost, run_once
+from autofe.lab.workspace_writer import (
+    cluster_id,
+    event_log_dir,
+    read_result_state,
+    write_json,
+    write_run,
+    write_static,
+)
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "lab.json"
+DEFAULT_SCALE_FACTORS = (0.01, 0.1)
+
+
+@dataclass
+class GenerateReport:
+    """What one ``generate`` call did; ``run_seconds`` are this call's measured runs."""
+
+    out: Path
+    planned: int = 0
+    executed: int = 0
+    already_done: int = 0
+    skipped_retries: int = 0
+    failed: int = 0
+    data_seconds: dict[float, float] = field(default_factory=dict)
+    run_seconds: list[float] = field(default_factory=list)
+    jvm_launches: int = 0
+
+
+def load_jobs() -> tuple[LabJobLike, ...]:
+    """The lab's job catalogue, ``autofe.lab.jobs.JOBS``.
+
+    Raises:
+        ConfigError: the catalogue is not installed.
+    """
+    try:
+        module = importlib.import_module("autofe.lab.jobs")
+    except ImportError as exc:
+        raise ConfigError(f"the lab job catalogue autofe.lab.jobs is missing: {exc}") from exc
+    return tuple(module.JOBS)
+
+
+def generate(
+    out: Path,
+    runs: int,
+    seed: int,
+    days: int = 7,
+    *,
+    jobs: Sequence[LabJobLike] | None = None,
+    job_names: Sequence[str] | None = None,
+    scale_factors: Sequence[float] = DEFAULT_SCALE_FACTORS,
+    data_dir: Path | None = None,
+    show_progress: bool = False,
+) -> GenerateReport:
+    """Run ``runs`` lab runs on local PySpark and write them as a workspace under ``out``.
+
+    Re-running with the same arguments continues with the runs not yet written.
+
+    Raises:
+        ConfigError: bad arguments, an unknown job name, an unwritable ``out``, or ``out``
+            holding a lab workspace generated with other settings.
+    """
+    _check_numbers(runs, days, scale_factors)
+    chosen = select_jobs(jobs if jobs is not None else load_jobs(), job_names)
+    out = _writable(out)
+    plan = plan_runs(chosen, runs, seed, days, scale_factors)
+    settings = {
+        "seed": seed,
+        "runs": runs,
+        "days": days,
+        "scale_factors": list(scale_factors),
+        "jobs": [j.name for j in chosen],
+    }
+    return execute_plan(out, plan, settings, days, data_dir, show_progress)
+
+
+def execute_plan(
+    out: Path,
+    plan: Sequence[RunSpec],
+    settings: dict[str, Any],
+    days: int,
+    data_dir: Path | None = None,
+    show_progress: bool = False,
+) -> GenerateReport:
+    """Run every planned run not yet in ``out`` (shared by generate, sweep and repeat modes)."""
+    manifest = _open_manifest(out, settings)
+    data_root = data_dir or out / ".data"
+    report = GenerateReport(out, planned=len(plan))
+    scale_factors = tuple(sorted({s.scale_factor for s in plan}))
+    report.data_seconds = prepare_data(data_root, scale_factors, int(settings["seed"])).seconds
+    write_static(out, _unique_jobs(plan))
+    host = SparkHost()
+    try:
+        with _progress(show_progress, len(plan)) as advance:
+            for spec in sorted(plan, key=lambda s: (s.config.driver_memory, s.run_id)):
+                _one(out, spec, host, data_root, days, manifest, report)
+                advance()
+    finally:
+        host.close()
+    report.jvm_launches = host.jvm_launches
+    return report
+
+
+def _one(
+    out: Path,
+    spec: RunSpec,
+    host: SparkHost,
+    data_root: Path,
+    days: int,
+    manifest: dict[str, Any],
+    report: GenerateReport,
+) -> None:
+    if read_result_state(out, spec.run_id) is not None:
+        report.already_done += 1
+        return
+    if spec.retry_of is not None and read_result_state(out, spec.retry_of) == "SUCCESS":
+        report.skipped_retries += 1  # the node loss came after the work had finished
+        return
+    scratch = data_root / "scratch" / str(spec.run_id)
+    outcome = run_once(
+        spec, host, event_log_dir(out, spec), data_root, days, scratch, cluster_id(spec)
+    )
+    _record(manifest, spec, outcome)
+    write_json(out / MANIFEST, manifest)
+    write_run(out, spec, outcome)
+    report.executed += 1
+    report.failed += outcome.result_state != "SUCCESS"
+    report.run_seconds.append(outcome.execution_ms / 1000)
+
+
+def _record(manifest: dict[str, Any], spec: RunSpec, outcome: Outcome) -> None:
+    manifest["runs"][str(spec.run_id)] = {
+        "job": spec.job.name,
+        "virtual_day": spec.day,
+        "scale_factor": spec.scale_factor,
+        "virtual_start_ms": spec.submit_ms,
+        "real_start_ms": outcome.real_start_ms,
+        "real_to_virtual_offset_ms": spec.submit_ms - outcome.real_start_ms,
+        "result_state": outcome.result_state,
+    }
+
+
+def _open_manifest(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of a resumed workspace, or a new one.
+
+    Raises:
+        ConfigError: ``out`` holds a lab workspace made with other settings.
+    """
+    path = out / MANIFEST
+    if path.is_file():
+        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        if manifest.get("settings") != settings:
+            raise ConfigError(
+                f"{out} holds a lab workspace generated with other settings "
+                f"({manifest.get('settings')}); use another --out"
+            )
+        return manifest
+    manifest = {
+        "settings": settings,
+        "time_mapping": "JSON times are virtual; event-log times are real wall clock. "
+        "virtual_ms = real_ms + runs[run_id].real_to_virtual_offset_ms",
+        "runs": {},
+    }
+    write_json(path, manifest)
+    return manifest
+
+
+def _check_numbers(runs: int, days: int, scale_factors: Sequence[float]) -> None:
+    if runs <= 0:
+        raise ConfigError(f"--runs must be positive, got {runs}")
+    if days <= 0:
+        raise ConfigError(f"--days must be positive, got {days}")
+    if not scale_factors or any(sf <= 0 for sf in scale_factors):
+        raise ConfigError(f"scale factors must be positive, got {list(scale_factors)}")
+
+
+def _writable(out: Path) -> Path:
+    """``out``, created if needed.
+
+    Raises:
+        ConfigError: it cannot be created or written.
+    """
+    probe = out / ".lab-write-probe"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"cannot write to {out}: {exc.strerror or exc}") from exc
+    if not os.access(out, os.W_OK):
+        raise ConfigError(f"cannot write to {out}")
+    return out
+
+
+def _unique_jobs(plan: Sequence[RunSpec]) -> dict[int, LabJobLike]:
+    return {spec.job_id: spec.job for spec in plan}
+
+
+@contextmanager
+def _progress(show: bool, total: int) -> Iterator[Any]:
+    if not show:
+        yield lambda: None
+        return
+    from rich.progress import Progress
+
+    started = time.perf_counter()
+    with Progress(transient=False) as bar:
+        task = bar.add_task("lab runs", total=total)
+        yield lambda: bar.advance(task)
+    log.info("lab runs took %.1f s", time.perf_counter() - started)

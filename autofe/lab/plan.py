@@ -1,0 +1,174 @@
+"""Which runs a lab workspace holds: job, parameters, virtual submit time, configuration.
+
+A plan is a pure function of the seed and the settings, so re-running ``generate`` rebuilds
+the same plan and continues with the runs that have no ``runs/<run_id>.json`` yet. The
+generate, sweep and noise-floor modes differ only in how they build the list of
+:class:`RunSpec`; the runner and writer do not know which mode made it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from autofe.errors import ConfigError
+from autofe.lab.clock import submit_ms
+from autofe.lab.configs import ClusterConfig, draw_config, sweep_configs
+
+FIRST_RUN_ID = 1001
+SCHEDULE_WEIGHT = {"hourly": 3.0, "daily": 1.0, "weekly": 0.3, "adhoc": 0.5}
+
+
+class LabJobLike(Protocol):
+    """What the runner needs of a job (``autofe.lab.jobs.LabJob`` satisfies it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def script(self) -> str: ...
+    @property
+    def tables(self) -> tuple[str, ...]: ...
+    @property
+    def schedule(self) -> str: ...
+    def params(self, rng: random.Random, day: int) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One planned run. ``retry_of`` names the failed attempt this run retries."""
+
+    run_id: int
+    job: LabJobLike
+    job_id: int
+    day: int
+    submit_ms: int
+    params: dict[str, str]
+    config: ClusterConfig
+    scale_factor: float
+    attempt: int = 0
+    retry_of: int | None = None
+    tags: dict[str, object] = field(default_factory=dict)
+
+
+def job_ids(jobs: Sequence[LabJobLike]) -> dict[str, int]:
+    """Stable job ids: position in the job list, from 101."""
+    return {job.name: 101 + i for i, job in enumerate(jobs)}
+
+
+def select_jobs(jobs: Sequence[LabJobLike], names: Sequence[str] | None) -> list[LabJobLike]:
+    """The jobs named (all when ``names`` is empty).
+
+    Raises:
+        ConfigError: a name is not a lab job.
+    """
+    if not names:
+        return list(jobs)
+    known = {job.name: job for job in jobs}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(f"unknown lab job {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    return [known[n] for n in names]
+
+
+def plan_runs(
+    jobs: Sequence[LabJobLike], runs: int, seed: int, days: int, scale_factors: Sequence[float]
+) -> list[RunSpec]:
+    """``runs`` runs over ``days`` virtual days; spot losses add a retry run after them.
+
+    Jobs are drawn by schedule weight, then a day, a time fitting the schedule, parameters, a
+    scale factor and a configuration. Run ids follow virtual submit order.
+    """
+    ids = job_ids(jobs)
+    hours = {job.name: random.Random(f"{seed}:hour:{job.name}").randrange(24) for job in jobs}
+    weights = [SCHEDULE_WEIGHT.get(job.schedule, 1.0) for job in jobs]
+    drafts = []
+    for i in range(runs):
+        rng = random.Random(f"{seed}:run:{i}")
+        job = rng.choices(list(jobs), weights=weights)[0]
+        day = rng.randrange(days)
+        when = submit_ms(rng, job.schedule, day, hours[job.name])
+        drafts.append(
+            (
+                when,
+                i,
+                job,
+                day,
+                job.params(rng, day),
+                rng.choice(list(scale_factors)),
+                draw_config(rng),
+            )
+        )
+    drafts.sort(key=lambda d: (d[0], d[1]))
+    plan: list[RunSpec] = []
+    for when, _, job, day, params, sf, config in drafts:
+        spec = RunSpec(len(plan) + FIRST_RUN_ID, job, ids[job.name], day, when, params, config, sf)
+        plan.append(spec)
+        if config.spot_loss:
+            plan.append(_retry(spec, len(plan) + FIRST_RUN_ID))
+    return plan
+
+
+def _retry(failed: RunSpec, run_id: int) -> RunSpec:
+    """The retry of a spot attempt: a new cluster of the same kind, without the node loss."""
+    return replace(
+        failed,
+        run_id=run_id,
+        config=replace(failed.config, spot_loss=False),
+        attempt=failed.attempt + 1,
+        retry_of=failed.run_id,
+    )
+
+
+def plan_sweep(
+    job: LabJobLike, jobs: Sequence[LabJobLike], seed: int, day: int, scale_factor: float
+) -> list[RunSpec]:
+    """The same job, parameters and data day under every candidate configuration."""
+    rng = random.Random(f"{seed}:sweep:{job.name}:{day}")
+    params = job.params(rng, day)
+    when = submit_ms(rng, "adhoc", day, 0)
+    return [
+        RunSpec(
+            FIRST_RUN_ID + i,
+            job,
+            job_ids(jobs)[job.name],
+            day,
+            when + i,
+            params,
+            config,
+            scale_factor,
+            tags={"sweep": True},
+        )
+        for i, config in enumerate(sweep_configs())
+    ]
+
+
+def plan_repeats(
+    job: LabJobLike,
+    jobs: Sequence[LabJobLike],
+    seed: int,
+    repeats: int,
+    day: int,
+    scale_factor: float,
+) -> list[RunSpec]:
+    """``repeats`` identical runs of one job: the noise floor of the measured runtime."""
+    rng = random.Random(f"{seed}:repeat:{job.name}:{day}")
+    params, config = job.params(rng, day), replace(draw_config(rng), spot=False, spot_loss=False)
+    when = submit_ms(rng, "adhoc", day, 0)
+    return [
+        RunSpec(
+            FIRST_RUN_ID + i,
+            job,
+            job_ids(jobs)[job.name],
+            day,
+            when + i,
+            params,
+            config,
+            scale_factor,
+            tags={"repeat": i},
+        )
+        for i in range(repeats)
+    ]

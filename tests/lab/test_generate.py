@@ -1,0 +1,107 @@
+"""autofe lab generate: a tiny real-PySpark workspace that autofe ingest links end to end."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from autofe.config import IngestSettings
+from autofe.errors import ConfigError
+from autofe.lab.generate import generate
+from autofe.pipelines.ingest import ingest
+
+
+@dataclass(frozen=True)
+class TinyJob:
+    name: str
+    kind: str
+    script: str
+    tables: tuple[str, ...]
+    schedule: str
+
+    def params(self, rng: random.Random, day: int) -> dict[str, str]:
+        return {"start": f"199{rng.randrange(3, 6)}-01-01", "end": "1998-12-31"}
+
+
+JOBS = (
+    TinyJob(
+        "revenue_by_nation",
+        "sql",
+        "SELECT n_name, sum(l_extendedprice * (1 - l_discount)) AS revenue\n"
+        "FROM lineitem JOIN orders ON l_orderkey = o_orderkey\n"
+        "JOIN customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey\n"
+        "WHERE l_shipmonth BETWEEN DATE '${start}' AND DATE '${end}'\nGROUP BY n_name",
+        ("lineitem", "orders", "customer", "nation"),
+        "daily",
+    ),
+    TinyJob(
+        "skewed_parts_etl",
+        "pyspark",
+        "def run(spark, params):\n"
+        "    df = spark.sql('SELECT l_partkey, count(*) AS n FROM lineitem_skew "
+        "JOIN part ON l_partkey = p_partkey GROUP BY l_partkey')\n"
+        "    df.write.mode('overwrite').parquet(params['scratch'] + '/parts')\n",
+        ("lineitem_skew", "part"),
+        "hourly",
+    ),
+)
+
+needs_lab = pytest.mark.skipif(
+    importlib.util.find_spec("pyspark") is None or shutil.which("java") is None,
+    reason="pyspark and java are needed",
+)
+
+
+@pytest.mark.slow
+@needs_lab
+def test_tiny_workspace_ingests_with_linked_event_logs(tmp_path: Path) -> None:
+    out = tmp_path / "ws"
+    report = generate(out, runs=3, seed=7, days=1, jobs=JOBS, scale_factors=(0.01,))
+    retries = report.planned - 3  # a spot node loss adds a failed attempt and its retry
+    assert report.executed + report.skipped_retries == report.planned
+    assert report.failed <= retries
+    again = generate(out, runs=3, seed=7, days=1, jobs=JOBS, scale_factors=(0.01,))
+    assert again.executed == 0 and again.already_done == report.executed
+
+    db = tmp_path / "w.duckdb"
+    ingest([out], IngestSettings(db=db, workers=1))
+    runs = {int(p.stem): json.loads(p.read_text()) for p in (out / "runs").glob("*.json")}
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT run_id, duration_s FROM runs").fetchall()
+    assert {int(r): d for r, d in rows} == {
+        k: v["execution_duration"] / 1000 for k, v in runs.items()
+    }
+    apps = con.execute(
+        "SELECT a.run_id, count(DISTINCT a.app_id), count(s.stage_id) FROM applications a "
+        "JOIN stages s USING (app_key) GROUP BY a.run_id"
+    ).fetchall()
+    assert {int(r) for r, _, _ in apps} == set(runs)
+    assert all(n_apps == 1 and n_stages > 0 for _, n_apps, n_stages in apps)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"runs": 0}, "--runs must be positive"),
+        ({"runs": 2, "job_names": ["no_such_job"]}, "unknown lab job 'no_such_job'"),
+    ],
+)
+def test_bad_arguments_raise_config_error(
+    tmp_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        generate(tmp_path / "ws", seed=1, jobs=JOBS, **kwargs)  # type: ignore[arg-type]
+
+
+def test_unwritable_out_raises_config_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ConfigError, match="cannot write to"):
+        generate(blocker / "ws", runs=1, seed=1, jobs=JOBS)
