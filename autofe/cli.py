@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from autofe import __version__
 from autofe.config import DEFAULT_DB, IngestSettings, example_workspace
-from autofe.errors import AutofeError
+from autofe.console import (
+    EXIT_PARTIAL,
+    EXIT_REJECTED,
+    err,
+    out,
+    state,
+    user_errors,
+)
 from autofe.lab.cli import lab_app
 
 app = typer.Typer(
@@ -32,39 +36,8 @@ features_app = typer.Typer(help="List, show and gate-check features.", no_args_i
 app.add_typer(features_app, name="features")
 app.add_typer(lab_app, name="lab")
 
-err = Console(stderr=True)
-out = Console()
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_USER_ERROR = 2
-EXIT_REJECTED = 1
-EXIT_PARTIAL = 3
-EXIT_INTERRUPTED = 130
-
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DbOpt = Annotated[Path, typer.Option("--db", help="Warehouse file (DuckDB).")]
-
-_state: dict[str, bool] = {"debug": False}
-
-
-def user_errors(fn: F) -> F:
-    """Turn :class:`AutofeError` into one clear line and exit 2 (a traceback with --debug)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except AutofeError as exc:
-            if _state["debug"]:
-                raise
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_USER_ERROR) from None
-        except KeyboardInterrupt:
-            err.print("interrupted: what was committed stays; nothing half-written was kept")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 @app.callback()
@@ -73,7 +46,7 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log to stderr.")] = False,
 ) -> None:
     """autofe command line."""
-    _state["debug"] = debug
+    state["debug"] = debug
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr, format="%(message)s"
     )

@@ -7,7 +7,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from autofe import __version__
-from autofe.cli import EXIT_PARTIAL, EXIT_USER_ERROR, app
+from autofe.cli import app
+from autofe.console import EXIT_PARTIAL, EXIT_USER_ERROR
 
 runner = CliRunner()
 

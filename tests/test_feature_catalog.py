@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from autofe.cli import EXIT_USER_ERROR, app
+from autofe.cli import app
+from autofe.console import EXIT_USER_ERROR
 from autofe.errors import ConfigError
 from autofe.feature_catalog import load_catalog, read_feature_file, save_catalog
 from autofe.featurespec import FeatureSpec, Provenance

@@ -15,6 +15,7 @@ LAYER = {
     "config": 0,
     "featurespec": 0,
     "feature_catalog": 0,
+    "console": 0,
     "warehouse": 1,
     "sandbox": 1,
     "knowledge_base": 1,

@@ -9,12 +9,15 @@ from typing import Annotated
 
 import typer
 
+from autofe.console import user_errors
 from autofe.lab.generate import DEFAULT_SCALE_FACTORS, generate
+from autofe.lab.noise import NoiseRow, noise_floor
 
 lab_app = typer.Typer(help="Lab workloads on local PySpark.", no_args_is_help=True)
 
 
 @lab_app.command("generate")
+@user_errors
 def generate_command(
     out: Annotated[Path, typer.Option("--out", help="Workspace folder to write.")],
     runs: Annotated[int, typer.Option("--runs", help="Number of runs.")] = 20,
@@ -22,6 +25,14 @@ def generate_command(
     days: Annotated[int, typer.Option("--days", help="Virtual calendar length.")] = 7,
     job: Annotated[list[str] | None, typer.Option("--job", help="Only these jobs.")] = None,
     scale_factor: Annotated[list[float] | None, typer.Option("--scale-factor")] = None,
+    sweep_points: Annotated[
+        int, typer.Option("--sweep-points", help="Append K runs-under-every-config sweeps.")
+    ] = 0,
+    repeat_jobs: Annotated[
+        list[str] | None,
+        typer.Option("--repeat-jobs", help="Append --repeats identical runs of this job."),
+    ] = None,
+    repeats: Annotated[int, typer.Option("--repeats", help="Runs per --repeat-jobs job.")] = 0,
     data_dir: Annotated[Path | None, typer.Option("--data-dir")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -33,6 +44,9 @@ def generate_command(
         days,
         job_names=job,
         scale_factors=tuple(scale_factor or DEFAULT_SCALE_FACTORS),
+        sweep_points=sweep_points,
+        repeat_jobs=tuple(repeat_jobs or ()),
+        repeats=repeats,
         data_dir=data_dir,
         show_progress=not as_json,
     )
@@ -43,3 +57,27 @@ def generate_command(
             f"{report.executed} runs written to {out} ({report.already_done} already "
             f"there, {report.failed} failed)"
         )
+
+
+@lab_app.command("noise")
+@user_errors
+def noise_command(
+    workspace: Annotated[Path, typer.Option("--workspace", help="A generated workspace.")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Per job, the spread of execution_duration over its finished repeat runs."""
+    rows = noise_floor(workspace)
+    if as_json:
+        typer.echo(json.dumps([asdict(r) for r in rows]))
+    elif not rows:
+        typer.echo(f"no finished repeat runs in {workspace} (generate with --repeat-jobs)")
+    else:
+        typer.echo(f"{'job':<32} {'n':>4} {'mean_s':>9} {'std_s':>9} {'cv':>7}")
+        for row in rows:
+            typer.echo(_noise_line(row))
+
+
+def _noise_line(row: NoiseRow) -> str:
+    std = "-" if row.std is None else f"{row.std:.3f}"
+    cv = "-" if row.cv is None else f"{row.cv:.1%}"
+    return f"{row.job:<32} {row.n:>4} {row.mean:>9.3f} {std:>9} {cv:>7}"

@@ -6,16 +6,25 @@ import importlib
 import json
 import logging
 import os
+import random
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from autofe.errors import ConfigError
 from autofe.lab.data import prepare_data
-from autofe.lab.plan import LabJobLike, RunSpec, plan_runs, select_jobs
+from autofe.lab.plan import (
+    FIRST_RUN_ID,
+    LabJobLike,
+    RunSpec,
+    plan_repeats,
+    plan_runs,
+    plan_sweep,
+    select_jobs,
+)
 from autofe.lab.runner import Outcome, SparkHost, run_once
 from autofe.lab.workspace_writer import (
     cluster_id,
@@ -69,29 +78,101 @@ def generate(
     jobs: Sequence[LabJobLike] | None = None,
     job_names: Sequence[str] | None = None,
     scale_factors: Sequence[float] = DEFAULT_SCALE_FACTORS,
+    sweep_points: int = 0,
+    repeat_jobs: Sequence[str] = (),
+    repeats: int = 0,
     data_dir: Path | None = None,
     show_progress: bool = False,
 ) -> GenerateReport:
     """Run ``runs`` lab runs on local PySpark and write them as a workspace under ``out``.
 
-    Re-running with the same arguments continues with the runs not yet written.
+    ``sweep_points`` and ``repeat_jobs``/``repeats`` append sweep and noise-floor runs to the
+    plan (see :func:`build_plan`). Re-running with the same arguments continues with the runs
+    not yet written.
 
     Raises:
         ConfigError: bad arguments, an unknown job name, an unwritable ``out``, or ``out``
             holding a lab workspace generated with other settings.
     """
-    _check_numbers(runs, days, scale_factors)
     chosen = select_jobs(jobs if jobs is not None else load_jobs(), job_names)
+    plan = build_plan(
+        chosen, runs, seed, days, scale_factors, sweep_points, tuple(repeat_jobs), repeats
+    )
     out = _writable(out)
-    plan = plan_runs(chosen, runs, seed, days, scale_factors)
-    settings = {
+    settings: dict[str, Any] = {
         "seed": seed,
         "runs": runs,
         "days": days,
         "scale_factors": list(scale_factors),
         "jobs": [j.name for j in chosen],
     }
+    # Only when used, so workspaces generated before these options existed still resume.
+    if sweep_points:
+        settings["sweep_points"] = sweep_points
+    if repeat_jobs:
+        settings |= {"repeat_jobs": list(repeat_jobs), "repeats": repeats}
     return execute_plan(out, plan, settings, days, data_dir, show_progress)
+
+
+def build_plan(
+    jobs: Sequence[LabJobLike],
+    runs: int,
+    seed: int,
+    days: int,
+    scale_factors: Sequence[float],
+    sweep_points: int = 0,
+    repeat_jobs: Sequence[str] = (),
+    repeats: int = 0,
+) -> list[RunSpec]:
+    """The main plan, then ``sweep_points`` sweeps, then ``repeats`` runs of each repeat job.
+
+    Appended runs are numbered after the main plan; all of it is a pure function of the
+    arguments.
+
+    Raises:
+        ConfigError: a count out of range or an unknown repeat job.
+    """
+    _check_numbers(runs, days, scale_factors, sweep_points, repeat_jobs, repeats)
+    extra = [
+        *_sweep_plan(jobs, seed, days, scale_factors, sweep_points),
+        *_repeat_plan(jobs, seed, days, scale_factors, repeat_jobs, repeats),
+    ]
+    plan = plan_runs(jobs, runs, seed, days, scale_factors) if runs else []
+    first = FIRST_RUN_ID + len(plan)
+    return plan + [replace(spec, run_id=first + i) for i, spec in enumerate(extra)]
+
+
+def _sweep_plan(
+    jobs: Sequence[LabJobLike],
+    seed: int,
+    days: int,
+    scale_factors: Sequence[float],
+    points: int,
+) -> list[RunSpec]:
+    """Each sweep point draws a job, day, scale factor and its own parameter seed."""
+    plan: list[RunSpec] = []
+    for k in range(points):
+        rng = random.Random(f"{seed}:sweep-point:{k}")
+        job, day = rng.choice(list(jobs)), rng.randrange(days)
+        sf, point_seed = rng.choice(list(scale_factors)), rng.randrange(2**31)
+        plan += plan_sweep(job, jobs, point_seed, day, sf)
+    return plan
+
+
+def _repeat_plan(
+    jobs: Sequence[LabJobLike],
+    seed: int,
+    days: int,
+    scale_factors: Sequence[float],
+    names: Sequence[str],
+    repeats: int,
+) -> list[RunSpec]:
+    """``repeats`` identical runs per named job, on the last (full-data) day."""
+    plan: list[RunSpec] = []
+    for job in select_jobs(jobs, names) if names else []:
+        sf = random.Random(f"{seed}:repeat-sf:{job.name}").choice(list(scale_factors))
+        plan += plan_repeats(job, jobs, seed, repeats, days - 1, sf)
+    return plan
 
 
 def execute_plan(
@@ -185,13 +266,26 @@ def _open_manifest(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
-def _check_numbers(runs: int, days: int, scale_factors: Sequence[float]) -> None:
-    if runs <= 0:
+def _check_numbers(
+    runs: int,
+    days: int,
+    scale_factors: Sequence[float],
+    sweep_points: int,
+    repeat_jobs: Sequence[str],
+    repeats: int,
+) -> None:
+    if runs < 0 or (runs == 0 and not sweep_points and not repeat_jobs):
         raise ConfigError(f"--runs must be positive, got {runs}")
     if days <= 0:
         raise ConfigError(f"--days must be positive, got {days}")
     if not scale_factors or any(sf <= 0 for sf in scale_factors):
         raise ConfigError(f"scale factors must be positive, got {list(scale_factors)}")
+    if sweep_points < 0:
+        raise ConfigError(f"--sweep-points must not be negative, got {sweep_points}")
+    if repeat_jobs and repeats <= 0:
+        raise ConfigError(f"--repeats must be positive, got {repeats}")
+    if repeats and not repeat_jobs:
+        raise ConfigError("--repeats needs --repeat-jobs")
 
 
 def _writable(out: Path) -> Path:

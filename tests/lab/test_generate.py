@@ -14,7 +14,8 @@ import pytest
 
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError
-from autofe.lab.generate import generate
+from autofe.lab.configs import sweep_configs
+from autofe.lab.generate import build_plan, generate
 from autofe.pipelines.ingest import ingest
 
 
@@ -91,6 +92,10 @@ def test_tiny_workspace_ingests_with_linked_event_logs(tmp_path: Path) -> None:
     [
         ({"runs": 0}, "--runs must be positive"),
         ({"runs": 2, "job_names": ["no_such_job"]}, "unknown lab job 'no_such_job'"),
+        ({"runs": 2, "sweep_points": -1}, "--sweep-points must not be negative"),
+        ({"runs": 2, "repeat_jobs": ["skewed_parts_etl"], "repeats": 0}, "--repeats must be"),
+        ({"runs": 2, "repeat_jobs": ["nope"], "repeats": 3}, "unknown lab job 'nope'"),
+        ({"runs": 2, "repeats": 3}, "--repeats needs --repeat-jobs"),
     ],
 )
 def test_bad_arguments_raise_config_error(
@@ -105,3 +110,58 @@ def test_unwritable_out_raises_config_error(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(ConfigError, match="cannot write to"):
         generate(blocker / "ws", runs=1, seed=1, jobs=JOBS)
+
+
+def test_sweep_points_run_one_job_and_params_under_every_config() -> None:
+    plan = build_plan(JOBS, 4, seed=3, days=5, scale_factors=(0.01, 0.1), sweep_points=3)
+    main, sweep = plan[:-48], plan[-48:]
+    grid = sweep_configs()
+    assert len(sweep) == 3 * len(grid)
+    assert all(s.tags == {"sweep": True} for s in sweep) and not any(s.tags for s in main)
+    assert [s.run_id for s in plan] == list(range(1001, 1001 + len(plan)))
+    for k in range(3):
+        point = sweep[k * len(grid) : (k + 1) * len(grid)]
+        assert [s.config for s in point] == grid
+        assert len({(s.job.name, s.day, s.scale_factor, str(s.params)) for s in point}) == 1
+    assert build_plan(JOBS, 4, seed=3, days=5, scale_factors=(0.01, 0.1), sweep_points=3) == plan
+    other = build_plan(JOBS, 4, seed=4, days=5, scale_factors=(0.01, 0.1), sweep_points=3)
+    assert other != plan
+
+
+def test_repeat_jobs_are_identical_runs_tagged_by_index() -> None:
+    names = ["revenue_by_nation", "skewed_parts_etl"]
+    plan = build_plan(JOBS, 0, seed=1, days=3, scale_factors=(0.01,), repeat_jobs=names, repeats=4)
+    assert len(plan) == 8 and [s.run_id for s in plan] == list(range(1001, 1009))
+    for name in names:
+        runs = [s for s in plan if s.job.name == name]
+        assert [s.tags for s in runs] == [{"repeat": i} for i in range(4)]
+        assert len({(str(s.params), s.config, s.day, s.scale_factor) for s in runs}) == 1
+        assert not runs[0].config.spot and runs[0].day == 2
+    again = build_plan(JOBS, 0, seed=1, days=3, scale_factors=(0.01,), repeat_jobs=names, repeats=4)
+    assert again == plan
+
+
+def test_sweep_and_repeat_settings_are_part_of_the_resume_check(tmp_path: Path) -> None:
+    out = tmp_path / "ws"
+    out.mkdir()
+    settings = {
+        "seed": 1,
+        "runs": 2,
+        "days": 7,
+        "scale_factors": [0.01],
+        "jobs": [j.name for j in JOBS],
+    }
+    (out / "lab.json").write_text(json.dumps({"settings": settings, "runs": {}}))
+    with pytest.raises(ConfigError, match="other settings"):
+        generate(out, runs=2, seed=1, jobs=JOBS, scale_factors=(0.01,), sweep_points=1)
+
+
+def test_lab_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from autofe.cli import app
+    from autofe.console import EXIT_USER_ERROR
+
+    result = CliRunner().invoke(app, ["lab", "generate", "--out", str(tmp_path), "--runs", "0"])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert result.stderr.strip() == "error: --runs must be positive, got 0"

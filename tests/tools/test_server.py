@@ -215,7 +215,8 @@ async def test_streamable_http_on_loopback(gates_warehouse: Path, tmp_path: Path
 def test_mcp_command_refuses_bad_input(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from autofe.cli import EXIT_USER_ERROR, app
+    from autofe.cli import app
+    from autofe.console import EXIT_USER_ERROR
 
     runner = CliRunner()
     missing = runner.invoke(app, ["mcp", "--db", str(tmp_path / "none.duckdb")])

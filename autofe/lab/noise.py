@@ -1,0 +1,70 @@
+"""The noise floor of a lab workspace: how much identical runs of one job vary in runtime."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autofe.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class NoiseRow:
+    """Execution-duration statistics (seconds) of one job's successful repeat runs.
+
+    ``std`` (sample) and ``cv`` (std / mean) are None with fewer than two runs.
+    """
+
+    job: str
+    n: int
+    mean: float
+    std: float | None
+    cv: float | None
+
+
+def noise_floor(workspace: Path) -> list[NoiseRow]:
+    """Per job, n, mean, std and coefficient of variation of ``execution_duration``.
+
+    Reads ``runs/*.json`` and keeps the successful runs tagged ``repeat`` (the runs of
+    ``autofe lab generate --repeat-jobs``); failed attempts are left out because a lost node
+    cuts their duration short. Rows are sorted by job name.
+
+    Raises:
+        ConfigError: ``workspace`` has no ``runs/`` folder or holds an unreadable run file.
+    """
+    runs_dir = workspace / "runs"
+    if not runs_dir.is_dir():
+        raise ConfigError(f"{workspace} has no runs/ folder; is it a lab workspace?")
+    seconds: dict[str, list[float]] = defaultdict(list)
+    for path in sorted(runs_dir.glob("*.json")):
+        run = _read_run(path)
+        if run.get("tags", {}).get("repeat") is None:
+            continue
+        if run.get("state", {}).get("result_state") == "SUCCESS":
+            seconds[str(run["run_name"])].append(run["execution_duration"] / 1000)
+    return [_row(job, values) for job, values in sorted(seconds.items())]
+
+
+def _row(job: str, values: list[float]) -> NoiseRow:
+    """
+    >>> _row("j", [1.0, 3.0])
+    NoiseRow(job='j', n=2, mean=2.0, std=1.4142135623730951, cv=0.7071067811865476)
+    """
+    mean = statistics.fmean(values)
+    std = statistics.stdev(values) if len(values) > 1 else None
+    cv = std / mean if std is not None and mean > 0 else None
+    return NoiseRow(job, len(values), mean, std, cv)
+
+
+def _read_run(path: Path) -> dict[str, Any]:
+    try:
+        run: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read run file {path}: {exc}") from exc
+    if not isinstance(run, dict) or "run_name" not in run or "execution_duration" not in run:
+        raise ConfigError(f"{path} is not a run (run_name and execution_duration needed)")
+    return run

@@ -1,0 +1,50 @@
+"""noise_floor over hand-written run files (no Spark)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from autofe.errors import ConfigError
+from autofe.lab.noise import NoiseRow, noise_floor
+
+
+def _run(
+    run_id: int, job: str, ms: int, repeat: int | None, state: str = "SUCCESS"
+) -> dict[str, object]:
+    return {
+        "run_id": run_id,
+        "run_name": job,
+        "state": {"life_cycle_state": "TERMINATED", "result_state": state},
+        "execution_duration": ms,
+        "tags": {"sweep": False, "repeat": repeat},
+    }
+
+
+def test_noise_floor_uses_only_successful_repeat_runs(tmp_path: Path) -> None:
+    runs = [
+        _run(1001, "etl", 9000, None),  # a planned run, not a repeat
+        _run(1002, "etl", 2000, 0),
+        _run(1003, "etl", 4000, 1),
+        _run(1004, "etl", 3000, 2),
+        _run(1005, "etl", 500, 3, state="FAILED"),  # a lost node cuts the run short
+        _run(1006, "agg", 1500, 0),
+    ]
+    (tmp_path / "runs").mkdir()
+    for run in runs:
+        (tmp_path / "runs" / f"{run['run_id']}.json").write_text(json.dumps(run))
+
+    agg, etl = noise_floor(tmp_path)
+
+    assert agg == NoiseRow("agg", 1, 1.5, None, None)
+    assert (etl.job, etl.n, etl.mean) == ("etl", 3, 3.0)
+    assert etl.std is not None and math.isclose(etl.std, 1.0)
+    assert etl.cv is not None and math.isclose(etl.cv, 1 / 3)
+
+
+def test_noise_floor_needs_a_runs_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="has no runs/ folder"):
+        noise_floor(tmp_path)
