@@ -145,6 +145,8 @@ def _register_read_tools(server: MCPServer[Any], ws: Workspace) -> None:
         """Summarise one Spark event log: application, jobs, stages, SQL, task metrics."""
         return summarize_event_log(path, ws.config.roots, max_items)
 
+
+def _register_query_tools(server: MCPServer[Any], ws: Workspace) -> None:
     @server.tool(annotations=READ_ONLY)
     @tool_errors
     def query_metadata(
@@ -258,6 +260,7 @@ def build_server(config: ServerConfig) -> MCPServer[Any]:
         lifespan=lifespan,
     )
     _register_read_tools(server, ws)
+    _register_query_tools(server, ws)
     _register_feature_tools(server, ws)
     return server
 
