@@ -130,20 +130,9 @@ def plan_sweep(
     rng = random.Random(f"{seed}:sweep:{job.name}:{day}")
     params = job.params(rng, day)
     when = submit_ms(rng, "adhoc", day, 0)
-    return [
-        RunSpec(
-            FIRST_RUN_ID + i,
-            job,
-            job_ids(jobs)[job.name],
-            day,
-            when + i,
-            params,
-            config,
-            scale_factor,
-            tags={"sweep": True},
-        )
-        for i, config in enumerate(sweep_configs())
-    ]
+    configs = sweep_configs()
+    tags: list[dict[str, object]] = [{"sweep": True} for _ in configs]
+    return _same_work(job, jobs, day, when, params, scale_factor, configs, tags)
 
 
 def plan_repeats(
@@ -158,17 +147,25 @@ def plan_repeats(
     rng = random.Random(f"{seed}:repeat:{job.name}:{day}")
     params, config = job.params(rng, day), replace(draw_config(rng), spot=False, spot_loss=False)
     when = submit_ms(rng, "adhoc", day, 0)
+    tags: list[dict[str, object]] = [{"repeat": i} for i in range(repeats)]
+    return _same_work(job, jobs, day, when, params, scale_factor, [config] * repeats, tags)
+
+
+def _same_work(
+    job: LabJobLike,
+    jobs: Sequence[LabJobLike],
+    day: int,
+    when: int,
+    params: dict[str, str],
+    scale_factor: float,
+    configs: Sequence[ClusterConfig],
+    tags: Sequence[dict[str, object]],
+) -> list[RunSpec]:
+    """Runs of the same job, parameters and data, one per (configuration, tags) pair."""
+    job_id = job_ids(jobs)[job.name]
     return [
         RunSpec(
-            FIRST_RUN_ID + i,
-            job,
-            job_ids(jobs)[job.name],
-            day,
-            when + i,
-            params,
-            config,
-            scale_factor,
-            tags={"repeat": i},
+            FIRST_RUN_ID + i, job, job_id, day, when + i, params, config, scale_factor, tags=tag
         )
-        for i in range(repeats)
+        for i, (config, tag) in enumerate(zip(configs, tags, strict=True))
     ]

@@ -170,6 +170,13 @@ def query_metadata(
     filters = _conditions(entity, spec, {k: v for k, v in given.items() if v is not None})
     _check_page(limit, offset)
     select = _select(spec, filters, latest=as_of is not None)
+    return _fetch_page(sandbox, entity, spec, select, limit, offset)
+
+
+def _fetch_page(
+    sandbox: Sandbox, entity: Entity, spec: EntitySpec, select: exp.Select, limit: int, offset: int
+) -> MetadataPage:
+    """Count every match, then fetch one page of them in the entity's stable order."""
     total = _count(sandbox, select)
     page = select.order_by(*(exp.column(c, "t") for c in spec.order_by))
     page = page.limit(limit).offset(offset)
