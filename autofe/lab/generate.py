@@ -149,11 +149,14 @@ def _sweep_plan(
     scale_factors: Sequence[float],
     points: int,
 ) -> list[RunSpec]:
-    """Each sweep point draws a job, day, scale factor and its own parameter seed."""
+    """Sweep points go round the jobs in a seeded order (so with at least as many points as
+    jobs every job has a sweep); each point draws a day, scale factor and parameter seed."""
+    order = list(jobs)
+    random.Random(f"{seed}:sweep-order").shuffle(order)
     plan: list[RunSpec] = []
     for k in range(points):
         rng = random.Random(f"{seed}:sweep-point:{k}")
-        job, day = rng.choice(list(jobs)), rng.randrange(days)
+        job, day = order[k % len(order)], rng.randrange(days)
         sf, point_seed = rng.choice(list(scale_factors)), rng.randrange(2**31)
         plan += plan_sweep(job, jobs, point_seed, day, sf)
     return plan

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlglot
+import zstandard
 from sqlglot import exp
 
 from autofe.errors import ConfigError
@@ -136,6 +137,7 @@ def run_once(
         "spark.ui.showConsoleProgress": "false",
         "spark.eventLog.rolling.enabled": "false",
         "spark.eventLog.compress": "false",
+        "spark.eventLog.includeTaskMetricsAccumulators": "false",
         "spark.databricks.job.runId": str(spec.run_id),
         "spark.databricks.clusterUsageTags.clusterId": cluster_id,
     }
@@ -155,7 +157,7 @@ def run_once(
     if timer is not None:
         timer.cancel()
     spark.stop()
-    _name_event_log(log_dir)
+    _name_event_log(log_dir, spec.submit_ms)
     shutil.rmtree(scratch, ignore_errors=True)
     setup_ms, exec_ms = round((ready - started) * 1000), round((finished - ready) * 1000)
     return Outcome(state, real_start, setup_ms, exec_ms, message)
@@ -218,10 +220,21 @@ def _statements(script: str) -> list[str]:
     return [part for a, b in bounds if (part := script[a + 1 : b].strip())]
 
 
-def _name_event_log(log_dir: Path) -> None:
-    """Rename Spark's ``<app_id>`` file to ``eventlog``, as cluster log delivery names it."""
+def _name_event_log(log_dir: Path, virtual_ms: int) -> None:
+    """Deliver Spark's ``<app_id>`` file as cluster log delivery does: a rolled, compressed part.
+
+    Databricks delivers ``eventlog-<yyyy-mm-dd--hh-mm>.gz`` parts; the lab names the part by the
+    run's virtual start and compresses it with zstd level 19 (which ingest reads like ``.gz``),
+    because the shipped workspace must stay small.
+    """
     files = [p for p in log_dir.iterdir() if p.is_file() and not p.name.startswith(".")]
-    if len(files) == 1 and files[0].name != "eventlog":
-        files[0].rename(log_dir / "eventlog")
     for crc in log_dir.glob(".*.crc"):
         crc.unlink()
+    if len(files) != 1:
+        return
+    stamp = time.strftime("%Y-%m-%d--%H-%M", time.gmtime(virtual_ms / 1000))
+    target = log_dir / f"eventlog-{stamp}.zstd"
+    partial = target.with_name("." + target.name)
+    partial.write_bytes(zstandard.ZstdCompressor(level=19).compress(files[0].read_bytes()))
+    partial.rename(target)
+    files[0].unlink()

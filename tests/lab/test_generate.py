@@ -71,6 +71,10 @@ def test_tiny_workspace_ingests_with_linked_event_logs(tmp_path: Path) -> None:
     again = generate(out, runs=3, seed=7, days=1, jobs=JOBS, scale_factors=(0.01,))
     assert again.executed == 0 and again.already_done == report.executed
 
+    parts = sorted((out / "cluster-logs").rglob("eventlog*"))
+    assert len(parts) == report.executed  # one delivered, zstd-compressed part per run
+    assert all(p.name.startswith("eventlog-2024-") and p.suffix == ".zstd" for p in parts)
+
     db = tmp_path / "w.duckdb"
     ingest([out], IngestSettings(db=db, workers=1))
     runs = {int(p.stem): json.loads(p.read_text()) for p in (out / "runs").glob("*.json")}
@@ -114,8 +118,8 @@ def test_unwritable_out_raises_config_error(tmp_path: Path) -> None:
 
 def test_sweep_points_run_one_job_and_params_under_every_config() -> None:
     plan = build_plan(JOBS, 4, seed=3, days=5, scale_factors=(0.01, 0.1), sweep_points=3)
-    main, sweep = plan[:-48], plan[-48:]
     grid = sweep_configs()
+    main, sweep = plan[: -3 * len(grid)], plan[-3 * len(grid) :]
     assert len(sweep) == 3 * len(grid)
     assert all(s.tags == {"sweep": True} for s in sweep) and not any(s.tags for s in main)
     assert [s.run_id for s in plan] == list(range(1001, 1001 + len(plan)))
@@ -126,6 +130,13 @@ def test_sweep_points_run_one_job_and_params_under_every_config() -> None:
     assert build_plan(JOBS, 4, seed=3, days=5, scale_factors=(0.01, 0.1), sweep_points=3) == plan
     other = build_plan(JOBS, 4, seed=4, days=5, scale_factors=(0.01, 0.1), sweep_points=3)
     assert other != plan
+
+
+def test_sweep_points_visit_every_job_before_repeating_one() -> None:
+    points = len(JOBS) + 1
+    plan = build_plan(JOBS, 0, seed=2, days=5, scale_factors=(0.01,), sweep_points=points)
+    jobs = [plan[i * len(sweep_configs())].job.name for i in range(points)]
+    assert set(jobs[: len(JOBS)]) == {j.name for j in JOBS}
 
 
 def test_repeat_jobs_are_identical_runs_tagged_by_index() -> None:
