@@ -26,6 +26,7 @@ from autofe.lab.plan import (
     select_jobs,
 )
 from autofe.lab.runner import Outcome, SparkHost, run_once
+from autofe.lab.table_stats import write_table_stats
 from autofe.lab.workspace_writer import (
     cluster_id,
     event_log_dir,
@@ -193,6 +194,7 @@ def execute_plan(
     scale_factors = tuple(sorted({s.scale_factor for s in plan}))
     report.data_seconds = prepare_data(data_root, scale_factors, int(settings["seed"])).seconds
     write_static(out, _unique_jobs(plan))
+    write_table_stats(out, data_root, scale_factors, days)
     host = SparkHost()
     try:
         with _progress(show_progress, len(plan)) as advance:

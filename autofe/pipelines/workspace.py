@@ -706,7 +706,10 @@ def _run_rows(
     }
     rows = {
         "runs": [row],
-        "run_attributes": _run_attributes(run_id, run, timing),
+        "run_attributes": [
+            *_run_attributes(run_id, run, timing),
+            *_tag_attributes(run_id, run, spec),
+        ],
         "cluster_configs": [_config_row(spec, cat)] if spec else [],
     }
     return rows, issues
@@ -729,6 +732,44 @@ def _run_attributes(run_id: str, run: Mapping[str, Any], timing: RunTiming) -> l
         for name, value, availability in values
         if value is not None
     ]
+
+
+TAG_PREFIX = "tag."
+
+
+def _tag_attributes(run_id: str, run: Mapping[str, Any], spec: Json | None) -> list[Json]:
+    """The run's tags and its cluster's ``custom_tags`` as ``tag.<key>`` attributes.
+
+    Both are set before submission (cost attribution, dataset or tier labels), so they are
+    known at submit; a run tag wins over a cluster tag of the same key.
+    """
+    tags = {**_dict((spec or {}).get("custom_tags")), **_dict(run.get("tags"))}
+    known = Availability.KNOWN_AT_SUBMIT.value
+    rows = []
+    for key, raw in sorted(tags.items()):
+        if raw is None:
+            continue
+        value = _tag_number(raw)
+        text = None if value is not None else str(raw)
+        rows.append(
+            {"run_id": run_id, "name": TAG_PREFIX + str(key), "value": value,
+             "value_text": text, "availability": known}
+        )  # fmt: skip
+    return rows
+
+
+def _tag_number(raw: Any) -> float | None:
+    """Numbers, booleans and numeric strings as a number; anything else is text.
+
+    >>> _tag_number("0.834"), _tag_number(True), _tag_number("SingleNode")
+    (0.834, 1.0, None)
+    """
+    if isinstance(raw, bool):
+        return 1.0 if raw else 0.0
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return None
 
 
 # --------------------------------------------------------------------------- table stats
@@ -854,7 +895,8 @@ def _store(con: duckdb.DuckDBPyConnection, item: _Input, out: _Output, key: str)
     with transaction(con, str(item.path)):
         for row in out.rows.get("runs", []):
             con.execute(
-                f"DELETE FROM run_attributes WHERE run_id = ? AND name IN {_ATTRIBUTES!r}",
+                f"DELETE FROM run_attributes WHERE run_id = ? "
+                f"AND (name IN {_ATTRIBUTES!r} OR starts_with(name, '{TAG_PREFIX}'))",
                 [row["run_id"]],
             )
         for name in _WRITE_ORDER:

@@ -303,3 +303,31 @@ def test_changed_runs_file_upserts_by_run_id(workspace: Path, tmp_path: Path) ->
     assert (report.files_ingested, report.runs) == (1, 1)
     assert _one(con, "SELECT duration_s FROM runs WHERE run_id = '8002'") == 380.0
     assert _count(con, "runs") == 6
+
+
+def test_run_tags_and_cluster_custom_tags_become_known_at_submit_attributes(
+    workspace: Path, tmp_path: Path
+) -> None:
+    run_file = workspace / "runs" / "8001.json"
+    run = json.loads(run_file.read_text())
+    run["tags"] = {"team": "finance", "tier": 2, "backfill": True, "note": None}
+    run_file.write_text(json.dumps(run))
+    cluster_file = workspace / "clusters" / "0207-201646-mku1a74m.json"
+    cluster = json.loads(cluster_file.read_text())
+    cluster["custom_tags"] = {"team": "platform", "cost_center": "42"}
+    cluster_file.write_text(json.dumps(cluster))
+    con, _, _ = _ingest(workspace, tmp_path / "w.duckdb")
+    rows = con.execute(
+        "SELECT name, value, value_text, availability FROM run_attributes "
+        "WHERE run_id = '8001' AND name LIKE 'tag.%' ORDER BY name"
+    ).fetchall()
+    assert rows == [
+        ("tag.backfill", 1.0, None, "known_at_submit"),
+        ("tag.cost_center", 42.0, None, "known_at_submit"),
+        ("tag.team", None, "finance", "known_at_submit"),  # the run's tag wins
+        ("tag.tier", 2.0, None, "known_at_submit"),
+    ]
+    con.close()
+    again, _, _ = _ingest(workspace, tmp_path / "w.duckdb")  # idempotent re-ingest
+    count = "SELECT count(*) FROM run_attributes WHERE run_id = '8001' AND name LIKE 'tag.%'"
+    assert _one(again, count) == 4

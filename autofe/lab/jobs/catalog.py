@@ -25,9 +25,9 @@ LINES = ("lineitem",)
 ORDERS = ("orders",)
 GEO = ("supplier", "nation", "region")
 TOP_K = IntRange("top_k", 5, 500, log=True)
-# Most recurring jobs look back days to weeks; a few reports span the whole year.
-RECENT = DateWindow(1, 90)
-ANY_LENGTH = DateWindow(1, 365)
+# Recurring jobs look back one week to a few months; a few reports span up to two years.
+RECENT = DateWindow(7, 180)
+ANY_LENGTH = DateWindow(14, 730)
 LONG = DateWindow(30, 365)
 
 _ANALYTICS: tuple[LabJob, ...] = (
@@ -46,7 +46,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         LINES,
         "hourly",
         "Discount given per discount band and quantity bucket.",
-        DateWindow(1, 30),
+        DateWindow(7, 90),
         IntRange("bucket", 5, 25),
         IntRange("min_qty", 1, 45),
     ),
@@ -143,7 +143,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         (*LINES, *ORDERS),
         "hourly",
         "Orders by number of lines and status above a total-price threshold.",
-        DateWindow(1, 14),
+        DateWindow(3, 45),
         FloatRange("min_total", 1000.0, 400000.0),
     ),
     make_job(
@@ -199,7 +199,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         ("lineitem_skew", "part"),
         "hourly",
         "Distinct orders per brand over the skewed lines (hot part keys).",
-        DateWindow(1, 30),
+        DateWindow(7, 90),
         IntRange("max_size", 1, 50),
     ),
     make_job(
@@ -237,7 +237,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         LINES,
         "adhoc",
         "Word frequencies in line comments mentioning a keyword (explode).",
-        DateWindow(1, 365, end="random"),
+        DateWindow(14, 730, end="random"),
         Choice("keyword", COMMENT_WORDS),
         IntRange("min_length", 1, 8),
         TOP_K,
@@ -248,7 +248,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         LINES,
         "adhoc",
         "Part pairs bought in the same order (self join, quadratic per order).",
-        DateWindow(1, 365, end="random"),
+        DateWindow(14, 730, end="random"),
         IntRange("min_qty", 1, 40),
         TOP_K,
     ),
@@ -279,7 +279,7 @@ _ETL: tuple[LabJob, ...] = (
         (*ORDERS, *LINES, "customer", "nation"),
         "daily",
         "Writes a date-partitioned order fact table, then summarises it.",
-        DateWindow(1, 60),
+        DateWindow(7, 120),
     ),
     make_job(
         "etl_customer_snapshot",
