@@ -10,7 +10,9 @@ from typing import Annotated
 import typer
 
 from autofe.console import user_errors
+from autofe.lab.effects import effects_text, measure_workspace
 from autofe.lab.generate import DEFAULT_SCALE_FACTORS, generate
+from autofe.lab.histogram import write_histogram
 from autofe.lab.noise import NoiseRow, noise_floor
 
 lab_app = typer.Typer(help="Lab workloads on local PySpark.", no_args_is_help=True)
@@ -81,3 +83,22 @@ def _noise_line(row: NoiseRow) -> str:
     std = "-" if row.std is None else f"{row.std:.3f}"
     cv = "-" if row.cv is None else f"{row.cv:.1%}"
     return f"{row.job:<32} {row.n:>4} {row.mean:>9.3f} {std:>9} {cv:>7}"
+
+
+@lab_app.command("effects")
+@user_errors
+def effects_command(
+    workspace: Annotated[Path, typer.Option("--workspace", help="A generated workspace.")],
+    png: Annotated[Path | None, typer.Option("--png", help="Write the runtime histogram.")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Shape, runtime spread, pruning and skew effects of a workspace (ingested in memory)."""
+    effects = measure_workspace(workspace)
+    if png is not None:
+        write_histogram(effects.durations, png, f"{workspace.name}: {len(effects.durations)} runs")
+    report = {**asdict(effects), "spread": effects.shape.spread}
+    report.pop("durations")
+    if as_json:
+        typer.echo(json.dumps(report, default=str))
+        return
+    typer.echo(effects_text(effects))

@@ -23,6 +23,7 @@ from autofe.lab.plan import (
     plan_repeats,
     plan_runs,
     plan_sweep,
+    script_version,
     select_jobs,
 )
 from autofe.lab.runner import Outcome, SparkHost, run_once
@@ -140,7 +141,8 @@ def build_plan(
     ]
     plan = plan_runs(jobs, runs, seed, days, scale_factors) if runs else []
     first = FIRST_RUN_ID + len(plan)
-    return plan + [replace(spec, run_id=first + i) for i, spec in enumerate(extra)]
+    plan += [replace(spec, run_id=first + i) for i, spec in enumerate(extra)]
+    return [replace(s, version=script_version(s.job, s.day, days, seed)) for s in plan]
 
 
 def _sweep_plan(

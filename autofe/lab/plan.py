@@ -34,6 +34,8 @@ class LabJobLike(Protocol):
     def tables(self) -> tuple[str, ...]: ...
     @property
     def schedule(self) -> str: ...
+    @property
+    def variants(self) -> tuple[str, ...]: ...
     def params(self, rng: random.Random, day: int) -> dict[str, str]: ...
 
 
@@ -52,6 +54,12 @@ class RunSpec:
     attempt: int = 0
     retry_of: int | None = None
     tags: dict[str, object] = field(default_factory=dict)
+    version: int = 0
+    """0 runs the job's script; k runs its k-th variant (a later version of the script)."""
+
+    @property
+    def script(self) -> str:
+        return self.job.script if self.version == 0 else self.job.variants[self.version - 1]
 
 
 def job_ids(jobs: Sequence[LabJobLike]) -> dict[str, int]:
@@ -169,3 +177,21 @@ def _same_work(
         )
         for i, (config, tag) in enumerate(zip(configs, tags, strict=True))
     ]
+
+
+def script_version(job: LabJobLike, day: int, days: int, seed: int) -> int:
+    """Which version of its script a job runs on ``day``: the occasional script change.
+
+    A job with variants switches to each in turn on days drawn from the seed in the middle
+    third of the calendar, so its history has runs before and after every change.
+
+    >>> class J:
+    ...     name, variants = "j", ("v2",)
+    >>> [script_version(J(), d, 30, 1) for d in (0, 29)]
+    [0, 1]
+    """
+    if not job.variants:
+        return 0
+    rng = random.Random(f"{seed}:script-change:{job.name}")
+    switches = sorted(rng.randrange(days // 3, 2 * days // 3 + 1) for _ in job.variants)
+    return sum(1 for switch in switches if day >= switch)

@@ -194,10 +194,10 @@ def _register_tables(spark: Any, spec: RunSpec, data_root: Path, days: int) -> N
 def _execute(spark: Any, spec: RunSpec, params: dict[str, str]) -> None:
     if spec.job.kind == "pyspark":
         namespace: dict[str, Any] = {}
-        exec(compile(spec.job.script, f"<lab job {spec.job.name}>", "exec"), namespace)
+        exec(compile(spec.script, f"<lab job {spec.job.name}>", "exec"), namespace)
         namespace["run"](spark, params)
         return
-    for statement in _statements(substitute(spec.job.script, params)):
+    for statement in _statements(substitute(spec.script, params)):
         frame = spark.sql(statement)
         if is_query(statement):
             frame.write.format("noop").mode("overwrite").save()

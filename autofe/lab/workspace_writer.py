@@ -61,18 +61,26 @@ def event_log_dir(root: Path, spec: RunSpec) -> Path:
     )
 
 
-def script_ref(job: LabJobLike) -> str:
-    """The workspace path job settings name; ``scripts/lab/<name>.sql|.py`` holds the file.
+def script_ref(job: LabJobLike, version: int = 0) -> str:
+    """The workspace path of a job's script (``version`` k ≥ 1: its k-th variant).
 
-    SQL jobs are SQL notebooks (exported with ``.sql``), PySpark jobs Python files.
+    SQL jobs are SQL notebooks (exported with ``.sql``: ``scripts/lab/<name>[.vN].sql``),
+    PySpark jobs Python files (``scripts/lab/<name>[_vN].py``).
     """
-    return f"/Workspace/lab/{job.name}" + (".py" if job.kind == "pyspark" else "")
-
-
-def _task(job: LabJobLike) -> dict[str, Any]:
     if job.kind == "pyspark":
-        return {"task_key": "main", "spark_python_task": {"python_file": script_ref(job)}}
-    return {"task_key": "main", "notebook_task": {"notebook_path": script_ref(job)}}
+        return f"/Workspace/lab/{job.name}" + (f"_v{version + 1}" if version else "") + ".py"
+    return f"/Workspace/lab/{job.name}" + (f".v{version + 1}" if version else "")
+
+
+def _script_file(root: Path, job: LabJobLike, version: int) -> Path:
+    name = script_ref(job, version).removeprefix("/Workspace/lab/")
+    return root / "scripts" / "lab" / (name if job.kind == "pyspark" else f"{name}.sql")
+
+
+def _task(job: LabJobLike, version: int = 0) -> dict[str, Any]:
+    if job.kind == "pyspark":
+        return {"task_key": "main", "spark_python_task": {"python_file": script_ref(job, version)}}
+    return {"task_key": "main", "notebook_task": {"notebook_path": script_ref(job, version)}}
 
 
 def write_static(root: Path, jobs: dict[int, LabJobLike]) -> None:
@@ -80,10 +88,10 @@ def write_static(root: Path, jobs: dict[int, LabJobLike]) -> None:
     created = int(CALENDAR_START.timestamp() * 1000) - 7 * 86_400_000
     listing = []
     for job_id, job in sorted(jobs.items()):
-        suffix = ".py" if job.kind == "pyspark" else ".sql"
-        target = root / "scripts" / "lab" / f"{job.name}{suffix}"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(job.script, encoding="utf-8")
+        for version, text in enumerate((job.script, *job.variants)):
+            target = _script_file(root, job, version)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
         settings = {
             "name": job.name,
             "format": "SINGLE_TASK",
@@ -145,6 +153,7 @@ def write_run(root: Path, spec: RunSpec, outcome: Outcome) -> None:
         else ("ONE_TIME" if spec.job.schedule == "adhoc" else "PERIODIC"),
         "run_type": "JOB_RUN",
         "format": "SINGLE_TASK",
+        **({"tasks": [_task(spec.job, spec.version)]} if spec.version else {}),
         "tags": {
             "sweep": bool(spec.tags.get("sweep", False)),
             "repeat": spec.tags.get("repeat"),

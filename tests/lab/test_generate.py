@@ -6,7 +6,7 @@ import importlib.util
 import json
 import random
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
@@ -16,6 +16,8 @@ from autofe.config import IngestSettings
 from autofe.errors import ConfigError
 from autofe.lab.configs import sweep_configs
 from autofe.lab.generate import build_plan, generate
+from autofe.lab.runner import Outcome
+from autofe.lab.workspace_writer import write_run, write_static
 from autofe.pipelines.ingest import ingest
 
 
@@ -26,6 +28,7 @@ class TinyJob:
     script: str
     tables: tuple[str, ...]
     schedule: str
+    variants: tuple[str, ...] = ()
 
     def params(self, rng: random.Random, day: int) -> dict[str, str]:
         return {"start": f"199{rng.randrange(3, 6)}-01-01", "end": "1998-12-31"}
@@ -176,3 +179,22 @@ def test_lab_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["lab", "generate", "--out", str(tmp_path), "--runs", "0"])
     assert result.exit_code == EXIT_USER_ERROR
     assert result.stderr.strip() == "error: --runs must be positive, got 0"
+
+
+def test_a_job_with_variants_changes_script_once_mid_calendar(tmp_path: Path) -> None:
+    changing = replace(JOBS[0], name="changing", variants=(JOBS[0].script + "\n-- v2",))
+    plan = build_plan((changing, JOBS[1]), 60, seed=4, days=30, scale_factors=(0.01,))
+    by_day = sorted((s.day, s.version) for s in plan if s.job.name == "changing")
+    versions = [v for _, v in by_day]
+    assert versions == sorted(versions) and set(versions) == {0, 1}
+    switch = next(d for d, v in by_day if v == 1)
+    assert 10 <= switch <= 21
+    assert all(s.version == 0 for s in plan if s.job.name == JOBS[1].name)
+    late = next(s for s in plan if s.version == 1)
+    assert late.script.endswith("-- v2")
+
+    write_static(tmp_path, {101: changing})
+    assert (tmp_path / "scripts" / "lab" / "changing.v2.sql").read_text().endswith("-- v2")
+    write_run(tmp_path, late, Outcome("SUCCESS", 0, 10, 1000, ""))
+    run = json.loads((tmp_path / "runs" / f"{late.run_id}.json").read_text())
+    assert run["tasks"][0]["notebook_task"]["notebook_path"] == "/Workspace/lab/changing.v2"
