@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from autofe.console import user_errors
+from autofe.errors import ConfigError
 from autofe.lab.effects import effects_text, measure_workspace
 from autofe.lab.generate import DEFAULT_SCALE_FACTORS, generate
 from autofe.lab.histogram import write_histogram
@@ -65,10 +66,15 @@ def generate_command(
 @user_errors
 def noise_command(
     workspace: Annotated[Path, typer.Option("--workspace", help="A generated workspace.")],
+    warmup: Annotated[
+        int, typer.Option("--warmup", help="Leave out the first N repeats (JIT, cold cache).")
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Per job, the spread of execution_duration over its finished repeat runs."""
-    rows = noise_floor(workspace)
+    if warmup < 0:
+        raise ConfigError(f"--warmup must not be negative, got {warmup}")
+    rows = noise_floor(workspace, warmup)
     if as_json:
         typer.echo(json.dumps([asdict(r) for r in rows]))
     elif not rows:

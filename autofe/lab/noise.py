@@ -26,12 +26,14 @@ class NoiseRow:
     cv: float | None
 
 
-def noise_floor(workspace: Path) -> list[NoiseRow]:
+def noise_floor(workspace: Path, warmup: int = 0) -> list[NoiseRow]:
     """Per job, n, mean, std and coefficient of variation of ``execution_duration``.
 
     Reads ``runs/*.json`` and keeps the successful runs tagged ``repeat`` (the runs of
     ``autofe lab generate --repeat-jobs``); failed attempts are left out because a lost node
-    cuts their duration short. Rows are sorted by job name.
+    cuts their duration short. Repeats numbered below ``warmup`` are left out too: the first
+    runs in a fresh JVM pay JIT compilation and a cold page cache, which is start-up, not the
+    job's own variation. Rows are sorted by job name.
 
     Raises:
         ConfigError: ``workspace`` has no ``runs/`` folder or holds an unreadable run file.
@@ -42,7 +44,8 @@ def noise_floor(workspace: Path) -> list[NoiseRow]:
     seconds: dict[str, list[float]] = defaultdict(list)
     for path in sorted(runs_dir.glob("*.json")):
         run = _read_run(path)
-        if run.get("tags", {}).get("repeat") is None:
+        repeat = run.get("tags", {}).get("repeat")
+        if repeat is None or repeat < warmup:
             continue
         if run.get("state", {}).get("result_state") == "SUCCESS":
             seconds[str(run["run_name"])].append(run["execution_duration"] / 1000)

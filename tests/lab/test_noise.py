@@ -44,7 +44,21 @@ def test_noise_floor_uses_only_successful_repeat_runs(tmp_path: Path) -> None:
     assert etl.std is not None and math.isclose(etl.std, 1.0)
     assert etl.cv is not None and math.isclose(etl.cv, 1 / 3)
 
+    (etl_warm,) = [r for r in noise_floor(tmp_path, warmup=1) if r.job == "etl"]
+    assert (etl_warm.n, etl_warm.mean) == (2, 3.5)  # repeat 0 warmed the JVM up
+
 
 def test_noise_floor_needs_a_runs_folder(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="has no runs/ folder"):
         noise_floor(tmp_path)
+
+
+def test_noise_cli_refuses_a_negative_warmup(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from autofe.cli import app
+
+    result = CliRunner().invoke(
+        app, ["lab", "noise", "--workspace", str(tmp_path), "--warmup", "-1"]
+    )
+    assert result.exit_code == 2 and "--warmup must not be negative" in result.stderr
