@@ -6,12 +6,12 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 DEMO_DB ?= demo.duckdb
 
-.PHONY: demo test test-slow lint bench clean
+.PHONY: demo test test-slow test-lab lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,lab]'
 	touch $@
 
 demo: $(BIN)/.installed
@@ -28,6 +28,10 @@ test: lint
 
 test-slow: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow
+
+# the lab's real-PySpark tests (a tiny generated workspace, every job on local Spark): CI runs them
+test-lab: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m slow tests/lab
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/ingest.py

@@ -21,6 +21,8 @@ from autofe.console import (
     state,
     user_errors,
 )
+from autofe.evals.cli import eval_app
+from autofe.knowledge_base.cli import kb_app
 from autofe.lab.cli import lab_app
 
 app = typer.Typer(
@@ -35,6 +37,8 @@ app.add_typer(warehouse_app, name="warehouse")
 features_app = typer.Typer(help="List, show and gate-check features.", no_args_is_help=True)
 app.add_typer(features_app, name="features")
 app.add_typer(lab_app, name="lab")
+app.add_typer(kb_app, name="kb")
+app.add_typer(eval_app, name="eval")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DbOpt = Annotated[Path, typer.Option("--db", help="Warehouse file (DuckDB).")]

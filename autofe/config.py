@@ -38,3 +38,16 @@ class IngestSettings:
 
     db: Path = DEFAULT_DB
     workers: int = max(1, min(4, os.cpu_count() or 1))
+
+
+def kb_index_dir() -> Path:
+    """Where the knowledge-base index lives: ``$AUTOFE_KB_DIR`` or the user cache directory.
+
+    The index is derived data (rebuilt from the packaged corpus when its hash changes), so it
+    belongs in a cache, not in the repo or a workspace.
+    """
+    env = os.environ.get("AUTOFE_KB_DIR")
+    if env:
+        return Path(env)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "autofe" / "kb-index"

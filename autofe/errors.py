@@ -69,3 +69,7 @@ class PathNotAllowed(AutofeError):
         self.roots = roots
         allowed = ", ".join(roots) if roots else "none configured"
         super().__init__(f"{path}: {reason}; allowed roots: {allowed}")
+
+
+class KnowledgeBaseError(AutofeError):
+    """A knowledge-base document, query or index is unusable; the message names which and why."""

@@ -52,18 +52,40 @@ def warehouse_copy(tmp_path: Path, corpus_warehouse: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def gates_warehouse(tmp_path_factory: pytest.TempPathFactory, external: Path) -> Path:
-    """Real history for the gates: the example workspace, the event-log corpus and C3O.
+    """Real history for the gates: the hand-written mini workspace, the event-log corpus and C3O.
 
-    Built once and closed; open it read-only (the sandbox does) or copy it before writing.
+    The 132 gate fixtures were written against exactly this mix. Built once and closed; open it
+    read-only (the sandbox does) or copy it before writing.
     """
-    from autofe.config import IngestSettings, example_workspace
+    from autofe.config import IngestSettings
     from autofe.pipelines.ingest import ingest
 
     db = tmp_path_factory.mktemp("gates") / "gates.duckdb"
     inputs = [
-        example_workspace(),
+        REPO / "examples" / "workspaces" / "mini",
         external / "spark-eventlogs",
         REPO / "examples" / "mappings" / "c3o.toml",
     ]
     ingest(inputs, IngestSettings(db=db, workers=1))
     return db
+
+
+@pytest.fixture(scope="session")
+def example_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped example workspace (``lab-small``) alone, ingested once; open it read-only."""
+    from autofe.config import IngestSettings, example_workspace
+    from autofe.pipelines.ingest import ingest
+
+    db = tmp_path_factory.mktemp("example") / "example.duckdb"
+    ingest([example_workspace()], IngestSettings(db=db, workers=1))
+    return db
+
+
+@pytest.fixture(scope="session")
+def minilm_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped knowledge base indexed once with the real offline MiniLM model."""
+    from autofe.knowledge_base.retrieve import KnowledgeBase
+
+    directory = tmp_path_factory.mktemp("kb-index")
+    KnowledgeBase(index_dir=directory).dense()
+    return directory

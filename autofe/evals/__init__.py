@@ -1,0 +1,1 @@
+"""Evaluations: retrieval quality now; manual-vs-generated model reports later."""

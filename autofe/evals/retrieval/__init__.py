@@ -1,0 +1,1 @@
+"""Retrieval evaluation of the knowledge base against labelled symptom queries."""

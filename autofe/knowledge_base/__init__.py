@@ -1,0 +1,1 @@
+"""Spark SQL / Databricks / ML runtime know-how the analyzer searches: corpus, index, retrieval."""
