@@ -22,10 +22,10 @@ DRIVER_IP = "10_139_0_4"
 
 
 def write_json(path: Path, content: Any) -> None:
-    """Write JSON atomically (temporary file, then rename)."""
+    """Write compact JSON atomically (temporary file, then rename), as the REST API returns it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(content, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(content, separators=(",", ":")) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
