@@ -73,3 +73,7 @@ class PathNotAllowed(AutofeError):
 
 class KnowledgeBaseError(AutofeError):
     """A knowledge-base document, query or index is unusable; the message names which and why."""
+
+
+class ModelError(AutofeError):
+    """A model artifact is missing, tampered with, or from another warehouse schema."""

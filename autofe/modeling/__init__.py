@@ -1,0 +1,1 @@
+"""Runtime models: LightGBM on log duration, time-ordered splits, conformal intervals, artifacts."""

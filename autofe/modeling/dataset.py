@@ -1,0 +1,107 @@
+"""Feature values plus labels as a time-ordered matrix, with text features encoded stably.
+
+Rows are the finished, successful runs with a positive duration, sorted by submit time, because
+every split downstream (early stopping, calibration, cross-validation) must respect time: a
+model may learn only from runs that ended before the ones it is judged on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+import numpy as np
+from numpy.typing import NDArray
+
+Value = float | int | str | bool | None
+FeatureValues = Mapping[str, Mapping[str, Value]]
+"""feature name → run id → value (what the feature store returns)."""
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """Text features as category codes learnt on training rows; unseen text becomes NaN."""
+
+    vocab: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def fit(cls, features: Sequence[str], values: FeatureValues, run_ids: Sequence[str]) -> Encoder:
+        vocab = {}
+        for name in features:
+            texts = {str(v) for r in run_ids if isinstance(v := values[name].get(r), str)}
+            if texts:
+                vocab[name] = tuple(sorted(texts))
+        return cls(vocab)
+
+    def encode(self, name: str, value: Value) -> float:
+        """One cell as a float: numbers as is, booleans 0/1, text by its code, missing NaN."""
+        if value is None:
+            return math.nan
+        if isinstance(value, str):
+            codes = self.vocab.get(name, ())
+            return float(codes.index(value)) if value in codes else math.nan
+        return float(value)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    run_ids: tuple[str, ...]
+    job_ids: tuple[str, ...]
+    submit_times: tuple[datetime, ...]
+    features: tuple[str, ...]
+    x: NDArray[np.float64]
+    seconds: NDArray[np.float64]
+    encoder: Encoder
+
+    def rows(self, index: NDArray[np.intp]) -> Dataset:
+        """The subset at ``index`` (kept in time order)."""
+        pick = sorted(int(i) for i in index)
+        return Dataset(
+            tuple(self.run_ids[i] for i in pick),
+            tuple(self.job_ids[i] for i in pick),
+            tuple(self.submit_times[i] for i in pick),
+            self.features,
+            self.x[pick],
+            self.seconds[pick],
+            self.encoder,
+        )
+
+    def __len__(self) -> int:
+        return len(self.run_ids)
+
+
+def labelled_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, datetime, float]]:
+    """(run_id, job_id, submit_time, duration_s) of successful runs, in submit order."""
+    rows = con.execute(
+        "SELECT run_id, coalesce(job_id, ''), submit_time, duration_s FROM runs "
+        "WHERE status = 'SUCCEEDED' AND duration_s > 0 AND submit_time IS NOT NULL "
+        "ORDER BY submit_time, run_id"
+    ).fetchall()
+    return [(str(r), str(j), t, float(d)) for r, j, t, d in rows]
+
+
+def build_dataset(
+    runs: Sequence[tuple[str, str, datetime, float]],
+    values: FeatureValues,
+    encoder: Encoder | None = None,
+) -> Dataset:
+    """The matrix of ``values`` over ``runs`` (a feature missing for a run is NaN)."""
+    features = tuple(sorted(values))
+    run_ids = [r[0] for r in runs]
+    encoder = encoder or Encoder.fit(features, values, run_ids)
+    x = np.array(
+        [[encoder.encode(f, values[f].get(r)) for f in features] for r in run_ids],
+        dtype=np.float64,
+    ).reshape(len(run_ids), len(features))
+    return Dataset(
+        tuple(run_ids),
+        tuple(r[1] for r in runs),
+        tuple(r[2] for r in runs),
+        features,
+        x,
+        np.array([r[3] for r in runs], dtype=np.float64),
+        encoder,
+    )
