@@ -109,14 +109,18 @@ def _sweeps(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
 
 
 def pruning(con: duckdb.DuckDBPyConnection, min_runs: int = 4) -> list[PruningGroup]:
-    """Long-window against short-window runtime, per (job, scale factor, cores) group."""
+    """Long-window against short-window runtime, per (job, scale factor, cores) group.
+
+    Repeat runs are left out: they share one window, so they say nothing about pruning.
+    """
     rows = con.execute(
         f"""SELECT j.name, {_ATTR.format("tag.lab_scale_factor")} AS sf,
                    CAST(regexp_extract(c.spark_conf->>'$."spark.master"', '\\d+') AS INTEGER),
                    CAST(r.parameters->'$.notebook_params'->>'days' AS DOUBLE), r.duration_s
             FROM runs r JOIN jobs j USING (job_id) JOIN cluster_configs c
               ON c.config_id = r.cluster_config_id
-            WHERE {_SUCCESS} AND r.parameters->'$.notebook_params'->>'days' IS NOT NULL"""
+            WHERE {_SUCCESS} AND r.parameters->'$.notebook_params'->>'days' IS NOT NULL
+              AND {_ATTR.format("tag.repeat")} IS NULL"""
     ).fetchall()
     groups: dict[tuple[str, float, int], list[tuple[float, float]]] = {}
     for name, sf, cores, days, duration in rows:
