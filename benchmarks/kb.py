@@ -59,7 +59,7 @@ def run(tmp: Path, n: int) -> str:
         "|---|---|---|---|",
         *rows,
     ]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def _latency(kb: KnowledgeBase, texts: list[str], mode: str, n: int) -> str:
@@ -70,7 +70,7 @@ def _latency(kb: KnowledgeBase, texts: list[str], mode: str, n: int) -> str:
         started = time.perf_counter()
         kb.search(texts[i % len(texts)], 5, mode)  # type: ignore[arg-type]
         times.append((time.perf_counter() - started) * 1000)
-    p50, p95 = percentile(times, 50), percentile(times, 95)
+    p50, p95 = percentile(times, 0.5), percentile(times, 0.95)
     return f"| {mode} | {p50:.1f} | {p95:.1f} | {max(times):.1f} |"
 
 
