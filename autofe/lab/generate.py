@@ -31,6 +31,7 @@ from autofe.lab.table_stats import write_table_stats
 from autofe.lab.workspace_writer import (
     cluster_id,
     event_log_dir,
+    read_end_ms,
     read_result_state,
     write_json,
     write_run,
@@ -224,6 +225,7 @@ def _one(
     if spec.retry_of is not None and read_result_state(out, spec.retry_of) == "SUCCESS":
         report.skipped_retries += 1  # the node loss came after the work had finished
         return
+    spec = _after_failure(out, spec)
     scratch = data_root / "scratch" / str(spec.run_id)
     outcome = run_once(
         spec, host, event_log_dir(out, spec), data_root, days, scratch, cluster_id(spec)
@@ -234,6 +236,20 @@ def _one(
     report.executed += 1
     report.failed += outcome.result_state != "SUCCESS"
     report.run_seconds.append(outcome.execution_ms / 1000)
+
+
+RETRY_DELAY_MS = 60_000
+"""A retry is submitted a minute after its failed attempt ended (the job's retry interval)."""
+
+
+def _after_failure(out: Path, spec: RunSpec) -> RunSpec:
+    """A retry's virtual submit time: after the attempt it retries ended, never at the same time."""
+    if spec.retry_of is None:
+        return spec
+    ended = read_end_ms(out, spec.retry_of)
+    if ended is None:
+        return spec
+    return replace(spec, submit_ms=max(spec.submit_ms, ended + RETRY_DELAY_MS))
 
 
 def _record(manifest: dict[str, Any], spec: RunSpec, outcome: Outcome) -> None:

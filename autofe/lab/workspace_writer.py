@@ -164,6 +164,14 @@ def write_run(root: Path, spec: RunSpec, outcome: Outcome) -> None:
     write_json(root / "runs" / f"{spec.run_id}.json", run)
 
 
+def read_end_ms(root: Path, run_id: int) -> int | None:
+    """The recorded (virtual) end time of a finished run, or None when it has not run yet."""
+    path = root / "runs" / f"{run_id}.json"
+    if not path.is_file():
+        return None
+    return int(json.loads(path.read_text(encoding="utf-8"))["end_time"])
+
+
 def read_result_state(root: Path, run_id: int) -> str | None:
     """The recorded result of a finished run, or None when it has not run yet."""
     path = root / "runs" / f"{run_id}.json"

@@ -198,3 +198,16 @@ def test_a_job_with_variants_changes_script_once_mid_calendar(tmp_path: Path) ->
     write_run(tmp_path, late, Outcome("SUCCESS", 0, 10, 1000, ""))
     run = json.loads((tmp_path / "runs" / f"{late.run_id}.json").read_text())
     assert run["tasks"][0]["notebook_task"]["notebook_path"] == "/Workspace/lab/changing.v2"
+
+
+def test_a_retry_is_submitted_after_its_failed_attempt_ended(tmp_path: Path) -> None:
+    from autofe.lab.generate import RETRY_DELAY_MS, _after_failure
+
+    plan = build_plan(JOBS, 40, seed=2, days=3, scale_factors=(0.01,))
+    retry = next(s for s in plan if s.retry_of is not None)
+    assert _after_failure(tmp_path, retry) == retry  # the attempt has not run yet
+    failed = next(s for s in plan if s.run_id == retry.retry_of)
+    write_run(tmp_path, failed, Outcome("FAILED", 0, 5_000, 90_000, "node lost"))
+    moved = _after_failure(tmp_path, retry)
+    assert moved.submit_ms == failed.submit_ms + 95_000 + RETRY_DELAY_MS
+    assert (moved.run_id, moved.params) == (retry.run_id, retry.params)
