@@ -121,7 +121,7 @@ def _forget(directory: Path) -> None:
 
 def _current(client: Any, want: dict[str, str]) -> Any | None:
     """The existing collection when it was built from the same corpus by the same embedder."""
-    names = {c.name if hasattr(c, "name") else str(c) for c in client.list_collections()}
+    names = {c.name for c in client.list_collections()}
     if COLLECTION not in names:
         return None
     collection = client.get_collection(COLLECTION, embedding_function=None)

@@ -185,4 +185,10 @@ def effects_text(effects: Effects) -> str:
             f" {statistics.median(ratios):.2f}x longer (median), range"
             f" {min(ratios):.2f}..{max(ratios):.2f}x"
         )
+    wide = [g.runtime_ratio for g in effects.pruning if g.window_ratio >= 4]
+    if wide:
+        lines.append(
+            f"pruning, groups whose long windows are >= 4x the short ones: {len(wide)}; they run"
+            f" {statistics.median(wide):.2f}x longer (median)"
+        )
     return "\n".join(lines)

@@ -26,10 +26,12 @@ def test_model_is_accurate_and_its_intervals_cover(
     test = data.rows(holdout)
     predicted = model.predict_seconds(test.x)
     metrics = score(test.seconds, predicted)
+    print(metrics)  # the numbers docs/modeling.md quotes (pytest -s)
     assert metrics.r2 > 0.9 and metrics.mape < 0.15, metrics
     for level in LEVELS:
         low, high = zip(*(model.calibration.interval(p, level) for p in predicted), strict=True)
         measured = coverage(test.seconds, np.array(low), np.array(high))
+        print(f"coverage of the {level:.0%} interval: {measured:.3f}")
         assert abs(measured - level) <= 0.05, (level, measured)
 
 
