@@ -256,3 +256,87 @@ def mcp(
         server.run("stdio")
     else:
         server.run("streamable-http", host=host, port=port)
+
+
+FeaturesOpt = Annotated[
+    str,
+    typer.Option(
+        "--features", help="'manual' (the baseline), a feature catalog or a folder of .sql files."
+    ),
+]
+
+
+def _feature_set(features: str) -> tuple[Any, ...]:
+    from autofe.evals.manual import manual_features
+    from autofe.feature_catalog import read_feature_set
+
+    return manual_features() if features == "manual" else read_feature_set(Path(features))
+
+
+@app.command()
+@user_errors
+def train(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for model.joblib.")],
+    db: DbOpt = DEFAULT_DB,
+    features: FeaturesOpt = "manual",
+    holdout: Annotated[
+        float, typer.Option(help="Share of the latest runs held out for the score.")
+    ] = 0.2,
+    seed: Annotated[int, typer.Option(help="Model seed.")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Gate a feature set, train the runtime model, score it on the latest runs, save it."""
+    from autofe.pipelines.train import train_model
+
+    with err.status("gating features, training…"):
+        result = train_model(db, _feature_set(features), out_dir, holdout, seed)
+    data = result.as_dict()
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+        return
+    h = result.holdout.as_dict()
+    out.print(f"model: {result.model_path} ({data['features']} features)")
+    out.print(
+        f"holdout ({h['n']} latest runs): R² {h['r2']:.3f}, MAPE {h['mape']:.1%}, "
+        f"MAE {h['mae_s']:.2f} s, within ±20 % {h['within_20']:.0%}, "
+        f"80 % interval coverage {h['coverage_80']:.0%}, 90 % {h['coverage_90']:.0%}"
+    )
+
+
+@app.command()
+@user_errors
+def predict(
+    model: Annotated[Path, typer.Option("--model", help="model.joblib or its folder.")],
+    db: DbOpt = DEFAULT_DB,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="A run in the warehouse.")] = None,
+    job: Annotated[
+        Path | None, typer.Option("--job", help="JSON of a run not yet submitted.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict a run's duration (p50 and 80 / 90 % intervals) before it runs."""
+    from autofe.errors import ConfigError
+    from autofe.modeling.artifact import load_model
+    from autofe.modeling.pending import read_pending
+    from autofe.modeling.predict import predict_pending, predict_run
+    from autofe.warehouse.connect import schema_fingerprint
+
+    if (run_id is None) == (job is None):
+        raise ConfigError("give exactly one of --run-id and --job")
+    artifact = load_model(model, schema_fingerprint())
+    if job is not None:
+        prediction = predict_pending(artifact, db, read_pending(job))
+    else:
+        prediction = predict_run(artifact, db, str(run_id))
+    data = prediction.as_dict()
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+        return
+    spans = ", ".join(
+        f"{round(level * 100)} % [{low:.1f}, {high:.1f}] s"
+        for level, (low, high) in sorted(prediction.intervals.items())
+    )
+    where = f"run {prediction.run_id} (job {prediction.job_id})"
+    out.print(f"{where}: p50 {prediction.p50_s:.1f} s; {spans}", highlight=False)
+    if prediction.missing:
+        out.print(f"features without a value: {', '.join(prediction.missing)}", highlight=False)

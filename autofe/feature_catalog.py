@@ -109,6 +109,23 @@ def load_catalog(directory: Path) -> list[FeatureSpec]:
     return [_entry(directory, entry, path) for entry in doc.get("features", [])]
 
 
+def read_feature_set(directory: Path) -> tuple[FeatureSpec, ...]:
+    """A catalog folder (``catalog.json``) or a plain folder of ``.sql`` files, sorted by name.
+
+    Raises:
+        ConfigError: not a folder, no features in it, or a bad feature file.
+    """
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: not a folder of features")
+    if (directory / CATALOG_FILE).is_file():
+        specs = load_catalog(directory)
+    else:
+        specs = [read_feature_file(p) for p in sorted(directory.glob("*.sql"))]
+    if not specs:
+        raise ConfigError(f"{directory}: no features (no {CATALOG_FILE}, no *.sql files)")
+    return tuple(sorted(specs, key=lambda s: s.name))
+
+
 def _entry(directory: Path, entry: Any, path: Path) -> FeatureSpec:
     if not isinstance(entry, dict) or "sql_file" not in entry:
         raise ConfigError(f"{path}: every feature needs a sql_file")

@@ -134,3 +134,14 @@ def values(con: duckdb.DuckDBPyConnection) -> FeatureValues:
     for name, run_id, value in rows:
         out.setdefault(f"attr_{name}", {})[run_id] = value
     return out  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def manual_model(tmp_path_factory: pytest.TempPathFactory, example_warehouse: Path) -> Path:
+    """The manual baseline trained once on the example workspace: ``model.joblib``'s folder."""
+    from autofe.evals.manual import manual_features
+    from autofe.pipelines.train import train_model
+
+    out = tmp_path_factory.mktemp("manual-model")
+    train_model(example_warehouse, manual_features(), out)
+    return out

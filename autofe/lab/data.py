@@ -100,7 +100,7 @@ def prepare_data(root: Path, scale_factors: tuple[float, ...], seed: int) -> Dat
     seconds: dict[float, float] = {}
     for sf in scale_factors:
         started = time.perf_counter()
-        if not (sf_dir(root, sf) / _DONE).is_file():
+        if not _built_with(sf_dir(root, sf), seed):
             _build(root, sf, seed)
         seconds[sf] = round(time.perf_counter() - started, 3)
     return DataReport(root, seconds)
@@ -123,8 +123,14 @@ def _build(root: Path, sf: float, seed: int) -> None:
             )
         _write(table, out / name, base)
     shutil.rmtree(raw)
-    (out / _DONE).write_text("")
+    (out / _DONE).write_text(f"{seed}\n")
     log.info("TPC-H sf=%g ready in %s", sf, out)
+
+
+def _built_with(out: Path, seed: int) -> bool:
+    """Cached tables are reused only if built with this seed (the skewed keys depend on it)."""
+    marker = out / _DONE
+    return marker.is_file() and marker.read_text().strip() == str(seed)
 
 
 def _tpchgen(raw: Path, sf: float) -> None:

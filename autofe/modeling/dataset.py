@@ -73,14 +73,24 @@ class Dataset:
         return len(self.run_ids)
 
 
-def labelled_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, datetime, float]]:
+LABELLED_SQL = (
+    "SELECT run_id, coalesce(job_id, ''), submit_time, duration_s FROM runs "
+    "WHERE status = 'SUCCEEDED' AND duration_s > 0 AND submit_time IS NOT NULL "
+    "ORDER BY submit_time, run_id"
+)
+"""The labelled runs: successful, with a positive duration and a submit time, in submit order."""
+
+Labelled = list[tuple[str, str, datetime, float]]
+
+
+def labelled_runs(con: duckdb.DuckDBPyConnection) -> Labelled:
     """(run_id, job_id, submit_time, duration_s) of successful runs, in submit order."""
-    rows = con.execute(
-        "SELECT run_id, coalesce(job_id, ''), submit_time, duration_s FROM runs "
-        "WHERE status = 'SUCCEEDED' AND duration_s > 0 AND submit_time IS NOT NULL "
-        "ORDER BY submit_time, run_id"
-    ).fetchall()
-    return [(str(r), str(j), t, float(d)) for r, j, t, d in rows]
+    return as_labelled(con.execute(LABELLED_SQL).fetchall())
+
+
+def as_labelled(rows: Sequence[Sequence[object]]) -> Labelled:
+    """Rows of :data:`LABELLED_SQL` (from any connection or sandbox) as typed tuples."""
+    return [(str(r), str(j), t, float(d)) for r, j, t, d in rows]  # type: ignore[misc,arg-type]
 
 
 def build_dataset(

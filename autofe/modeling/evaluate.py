@@ -7,16 +7,17 @@ metrics are what a user would have seen, not an in-sample flattery.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+from autofe.errors import ConfigError
 from autofe.modeling.conformal import LEVELS
 from autofe.modeling.dataset import Dataset
 from autofe.modeling.metrics import Metrics, coverage, score
 from autofe.modeling.splits import time_folds
-from autofe.modeling.train import fit
+from autofe.modeling.train import RuntimeModel, fit
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,11 @@ class Evaluation:
     metrics: Metrics
     coverage: dict[float, float]
 
+    def as_dict(self) -> dict[str, object]:
+        """Metrics and coverage (keys ``coverage_80`` / ``coverage_90``), JSON-ready."""
+        covered = {f"coverage_{round(lv * 100)}": round(c, 4) for lv, c in self.coverage.items()}
+        return {**{k: _rounded(v) for k, v in asdict(self.metrics).items()}, **covered}
+
 
 def cross_validate(
     data: Dataset, folds: int = 5, min_train: float = 0.5, seed: int = 0
@@ -42,18 +48,52 @@ def cross_validate(
     high: dict[float, list[float]] = {level: [] for level in LEVELS}
     for train, test in time_folds(len(data), folds, min_train):
         model, block = fit(data.rows(train), seed), data.rows(test)
-        p50 = model.predict_seconds(block.x)
+        p50, lows, highs = _predict_block(model, block)
         ids += block.run_ids
         actual += list(block.seconds)
         predicted += list(p50)
         for level in LEVELS:
-            pairs = [
-                model.calibration.interval(p, level, j)
-                for p, j in zip(p50, block.job_ids, strict=True)
-            ]
-            low[level] += [a for a, _ in pairs]
-            high[level] += [b for _, b in pairs]
+            low[level] += lows[level]
+            high[level] += highs[level]
     return _evaluation(ids, np.array(actual), np.array(predicted), low, high)
+
+
+def evaluate_holdout(data: Dataset, cut: int, seed: int = 0) -> Evaluation:
+    """Fit on the runs before index ``cut`` (time order), predict the rest.
+
+    Raises:
+        ConfigError: fewer than one run to predict, or too few to fit.
+    """
+    if not 0 < cut < len(data):
+        raise ConfigError(f"holdout cut {cut} of {len(data)} runs leaves nothing to fit or predict")
+    train, test = np.arange(cut), np.arange(cut, len(data))
+    model, block = fit(data.rows(train), seed), data.rows(test)
+    p50, low, high = _predict_block(model, block)
+    return _evaluation(list(block.run_ids), block.seconds, p50, low, high)
+
+
+Bounds = dict[float, list[float]]
+
+
+Predicted = tuple[NDArray[np.float64], Bounds, Bounds]
+
+
+def _predict_block(model: RuntimeModel, block: Dataset) -> Predicted:
+    """p50 predictions and the interval bounds at every level, per job where calibrated."""
+    p50 = model.predict_seconds(block.x)
+    low: Bounds = {}
+    high: Bounds = {}
+    for level in LEVELS:
+        pairs = [
+            model.calibration.interval(p, level, j) for p, j in zip(p50, block.job_ids, strict=True)
+        ]
+        low[level] = [a for a, _ in pairs]
+        high[level] = [b for _, b in pairs]
+    return p50, low, high
+
+
+def _rounded(value: object) -> object:
+    return round(value, 4) if isinstance(value, float) else value
 
 
 def _evaluation(

@@ -42,7 +42,7 @@ from autofe.agents.gates.world import (
 )
 from autofe.errors import SandboxViolation, WarehouseError
 from autofe.featurespec import FeatureSpec
-from autofe.sandbox.guard import in_cte_scope
+from autofe.sandbox.rewrite import referenced_tables, restricted
 from autofe.sandbox.session import QueryError, Sandbox
 
 log = logging.getLogger(__name__)
@@ -185,20 +185,6 @@ def _single_query(sql: str) -> exp.Query | None:
     return first if isinstance(first, exp.Query) else None
 
 
-def referenced_tables(tree: exp.Expr) -> set[str]:
-    """Tables the query reads (CTE names excluded): the only ones a world needs.
-
-    >>> sorted(referenced_tables(sqlglot.parse_one(
-    ...     "WITH h AS (SELECT * FROM runs) SELECT * FROM h JOIN stages USING (run_id)")))
-    ['runs', 'stages']
-    """
-    return {
-        t.name.lower()
-        for t in tree.find_all(exp.Table)
-        if isinstance(t.this, exp.Identifier) and not in_cte_scope(t)
-    }
-
-
 @contextmanager
 def _scratch(ctx: GateContext) -> Iterator[duckdb.DuckDBPyConnection]:
     """A scratch connection with the warehouse attached, for target picking and the worlds.
@@ -278,19 +264,6 @@ def _group_peers(peers: Iterable[Sequence[Any]], chosen: set[str]) -> dict[datet
         cutoff: sorted(ids, key=lambda r: (r not in chosen, r))[:MAX_RUNS_PER_CUTOFF]
         for cutoff, ids in grouped.items()
     }
-
-
-def restricted(tree: exp.Query, run_ids: Sequence[str]) -> str:
-    """The feature's SQL keeping only ``run_ids``' rows (DuckDB pushes the filter down).
-
-    >>> restricted(sqlglot.parse_one("SELECT run_id, 1 AS value FROM runs"), ["a"])
-    "SELECT * FROM (SELECT run_id, 1 AS value FROM runs) AS _feature WHERE _feature.run_id IN ('a')"
-    """
-    names = tree.named_selects
-    key = names[0] if names and names[0] != "*" else "run_id"
-    ids = [exp.Literal.string(r) for r in run_ids]
-    query = exp.select("*").from_(tree.copy().subquery("_feature"))
-    return query.where(exp.column(key, table="_feature").isin(*ids)).sql(DIALECT)
 
 
 def _values(sandbox: Sandbox, sql: str) -> Values:

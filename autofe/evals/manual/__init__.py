@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autofe.errors import ConfigError
-from autofe.feature_catalog import read_feature_file
+from autofe.feature_catalog import read_feature_set
 from autofe.featurespec import FeatureSpec
 
 FEATURES_DIR = Path(__file__).resolve().parent / "features"
@@ -18,8 +17,4 @@ FEATURES_DIR = Path(__file__).resolve().parent / "features"
 
 def manual_features(directory: Path = FEATURES_DIR) -> tuple[FeatureSpec, ...]:
     """Every manual feature, sorted by name."""
-    paths = sorted(directory.glob("*.sql"))
-    if not paths:
-        raise ConfigError(f"{directory}: no manual feature files (*.sql)")
-    specs = tuple(read_feature_file(p) for p in paths)
-    return tuple(sorted(specs, key=lambda s: s.name))
+    return read_feature_set(directory)

@@ -1,0 +1,80 @@
+"""Compute feature values in the read-only sandbox: the matrix a model learns from or predicts on.
+
+Every feature is SQL returning ``(run_id, value)``; the values go through the sandbox (guards,
+time and memory limits), never through a writable connection, whichever caller asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from autofe.errors import ModelError, SandboxViolation
+from autofe.featurespec import FeatureSpec
+from autofe.modeling.dataset import Value
+from autofe.sandbox.rewrite import DIALECT, restricted
+from autofe.sandbox.session import QueryError, Sandbox
+
+
+def compute_values(
+    sandbox: Sandbox, specs: Sequence[FeatureSpec], run_ids: Sequence[str] | None = None
+) -> dict[str, dict[str, Value]]:
+    """feature name → run id → value, for every run or only ``run_ids``.
+
+    Raises:
+        ModelError: a feature's SQL failed or returned too many rows; the message names it.
+    """
+    return {spec.name: feature_values(sandbox, spec, run_ids) for spec in specs}
+
+
+def feature_values(
+    sandbox: Sandbox, spec: FeatureSpec, run_ids: Sequence[str] | None = None
+) -> dict[str, Value]:
+    """One feature's values (see :func:`compute_values`)."""
+    sql = spec.sql if run_ids is None else restricted(parse_query(spec), run_ids)
+    try:
+        result = sandbox.query(sql)
+    except (QueryError, SandboxViolation) as exc:
+        raise ModelError(f"feature {spec.name} cannot be computed: {exc}") from exc
+    if result.truncated:
+        raise ModelError(
+            f"feature {spec.name} returns more than {sandbox.limits.max_rows} rows (the "
+            "sandbox's max_rows)"
+        )
+    return {str(row[0]): plain(row[1]) for row in result.rows if row[0] is not None}
+
+
+def parse_query(spec: FeatureSpec) -> exp.Query:
+    """The feature's single query.
+
+    Raises:
+        ModelError: the SQL is not one query.
+    """
+    try:
+        statements = sqlglot.parse(spec.sql, read=DIALECT)
+    except SqlglotError as exc:
+        raise ModelError(f"feature {spec.name}: SQL does not parse ({exc})") from exc
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        raise ModelError(f"feature {spec.name}: SQL must be exactly one SELECT query")
+    return statements[0]
+
+
+def plain(value: Any) -> Value:
+    """A DuckDB cell as a model input: numbers as float, booleans kept, the rest as text.
+
+    >>> plain(Decimal("1.5")), plain(True), plain(None), plain(date(2024, 3, 1))
+    (1.5, True, None, '2024-03-01')
+    """
+    if value is None or isinstance(value, bool | str | float | int):
+        return value
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)

@@ -1,0 +1,60 @@
+"""Training a feature set end to end: gates first, a time holdout, a saved artifact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autofe.errors import ConfigError, GateRejected
+from autofe.evals.manual import manual_features
+from autofe.featurespec import FeatureSpec
+from autofe.modeling.artifact import MANIFEST_FILE, MODEL_FILE, load_model
+from autofe.modeling.dataset import labelled_runs
+from autofe.pipelines.train import train_model
+from autofe.warehouse.connect import open_warehouse, schema_fingerprint
+
+SMALL = tuple(
+    s
+    for s in manual_features()
+    if s.name in {"cfg_local_cores", "size_input_bytes", "hist_mean_last3", "job_name"}
+)
+
+
+def test_the_saved_model_is_scored_on_the_latest_runs(
+    tmp_path: Path, example_warehouse: Path
+) -> None:
+    result = train_model(example_warehouse, SMALL, tmp_path / "m", holdout=0.25)
+    with open_warehouse(example_warehouse, read_only=True) as con:
+        runs = labelled_runs(con)
+    held = runs[len(runs) - result.holdout.metrics.n :]
+    assert result.holdout.metrics.n == round(len(runs) * 0.25)
+    assert list(result.holdout.run_ids) == [r[0] for r in held]
+    assert result.holdout.metrics.r2 > 0  # better than predicting the mean log runtime
+    assert set(result.holdout.coverage) == {0.8, 0.9}
+    # the saved model is refit on every run: its trees learnt from part of the holdout period
+    assert result.artifact.model.window[1] >= held[0][2]
+    manifest = json.loads((tmp_path / "m" / MANIFEST_FILE).read_text())
+    assert manifest["features"] == [s.name for s in SMALL]
+    assert load_model(tmp_path / "m", schema_fingerprint()).specs == SMALL
+    assert set(result.seconds) == {"gates", "features", "train", "save"}
+
+
+def test_a_leaky_feature_stops_training_before_anything_is_written(
+    tmp_path: Path, example_warehouse: Path
+) -> None:
+    leaky = FeatureSpec(
+        name="own_duration", sql="SELECT run_id, duration_s AS value FROM runs", category="history"
+    )
+    with pytest.raises(GateRejected, match="own_duration"):
+        train_model(example_warehouse, (*SMALL, leaky), tmp_path / "m")
+    assert not (tmp_path / "m" / MODEL_FILE).exists()
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0, -0.2])
+def test_a_holdout_share_outside_zero_one_is_refused(
+    tmp_path: Path, example_warehouse: Path, share: float
+) -> None:
+    with pytest.raises(ConfigError, match="holdout share"):
+        train_model(example_warehouse, SMALL, tmp_path / "m", holdout=share)
