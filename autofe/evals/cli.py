@@ -1,4 +1,4 @@
-"""``autofe eval``: measured evaluations (retrieval quality of the knowledge base)."""
+"""``autofe eval``: measured evaluations (retrieval quality, the feature-set report)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ from typing import Annotated
 
 import typer
 
+from autofe.config import DEFAULT_DB
 from autofe.console import out, user_errors
+from autofe.errors import ConfigError
+from autofe.evals.manual import manual_features
 from autofe.evals.retrieval.evaluate import QUERIES, evaluate, load_queries
+from autofe.feature_catalog import read_feature_set
+from autofe.featurespec import FeatureSpec
 from autofe.knowledge_base.retrieve import KnowledgeBase
 
 eval_app = typer.Typer(help="Evaluations with measured numbers.", no_args_is_help=True)
@@ -39,3 +44,79 @@ def retrieval(
     out.print(f"{'mode':8} {'recall@' + str(k):>9} {'MRR':>6} {'hit@' + str(k):>6}")
     for s in scores:
         out.print(f"{s.mode:8} {s.recall_at_k:9.3f} {s.mrr:6.3f} {s.hit_at_k:6.3f}")
+
+
+COMPARE = ("manual", "generated", "both")
+
+
+@eval_app.command("report")
+@user_errors
+def report(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for report.md / report.html.")],
+    workspace: Annotated[
+        Path | None,
+        typer.Argument(help="A workspace to ingest first (default: use --db as it is)."),
+    ] = None,
+    db: Annotated[Path, typer.Option("--db", help="Warehouse file (DuckDB).")] = DEFAULT_DB,
+    generated: Annotated[
+        Path | None,
+        typer.Option("--generated", help="Generated features: a catalog or run directory."),
+    ] = None,
+    compare: Annotated[
+        str, typer.Option("--compare", help="manual, generated and/or both, comma-separated.")
+    ] = "manual",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Compare feature sets on one warehouse: accuracy, intervals, errors, cost impact."""
+    from autofe.evals.render import write_report
+    from autofe.evals.report import build_report
+
+    if workspace is not None:
+        db = _ingested(workspace, out_dir)
+    sets = feature_sets([c.strip() for c in compare.split(",") if c.strip()], generated)
+    result = build_report(db, sets)
+    md, page = write_report(result, out_dir)
+    summary = {s.name: s.holdout.as_dict() for s in result.sets}
+    if as_json:
+        print(json.dumps({"report": str(page), "markdown": str(md), "sets": summary}, indent=2))
+        return
+    for name, m in summary.items():
+        out.print(
+            f"{name}: R² {m['r2']:.3f}, MAPE {m['mape']:.1%}, "
+            f"coverage {m['coverage_80']:.0%} / {m['coverage_90']:.0%}",
+            highlight=False,
+        )
+    out.print(f"wrote {page} and {md}", highlight=False)
+
+
+def feature_sets(names: list[str], generated: Path | None) -> dict[str, tuple[FeatureSpec, ...]]:
+    """The named sets; ``both`` is the union of manual and generated (by feature id).
+
+    Raises:
+        ConfigError: an unknown set name, or a generated set asked for without ``--generated``.
+    """
+    unknown = sorted(set(names) - set(COMPARE))
+    if unknown or not names:
+        raise ConfigError(f"--compare takes {', '.join(COMPARE)}; got {unknown or 'nothing'}")
+    if {"generated", "both"} & set(names) and generated is None:
+        raise ConfigError("--compare generated/both needs --generated CATALOG_OR_RUN_DIR")
+    manual = manual_features()
+    gen = read_feature_set(_catalog_dir(generated)) if generated is not None else ()
+    ids = {s.feature_id for s in manual}
+    union = (*manual, *(s for s in gen if s.feature_id not in ids))
+    available = {"manual": manual, "generated": gen, "both": union}
+    return {name: available[name] for name in names}
+
+
+def _catalog_dir(path: Path) -> Path:
+    """A run directory holds its catalog under ``features/``."""
+    return path / "features" if (path / "features").is_dir() else path
+
+
+def _ingested(workspace: Path, out_dir: Path) -> Path:
+    from autofe.config import IngestSettings
+    from autofe.pipelines.ingest import ingest
+
+    db = out_dir / "warehouse.duckdb"
+    ingest([workspace], IngestSettings(db=db))
+    return db

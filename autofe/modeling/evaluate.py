@@ -66,8 +66,12 @@ def evaluate_holdout(data: Dataset, cut: int, seed: int = 0) -> Evaluation:
     """
     if not 0 < cut < len(data):
         raise ConfigError(f"holdout cut {cut} of {len(data)} runs leaves nothing to fit or predict")
-    train, test = np.arange(cut), np.arange(cut, len(data))
-    model, block = fit(data.rows(train), seed), data.rows(test)
+    model = fit(data.rows(np.arange(cut)), seed)
+    return evaluate_model(model, data.rows(np.arange(cut, len(data))))
+
+
+def evaluate_model(model: RuntimeModel, block: Dataset) -> Evaluation:
+    """A fitted model's predictions, intervals, metrics and coverage on ``block``."""
     p50, low, high = _predict_block(model, block)
     return _evaluation(list(block.run_ids), block.seconds, p50, low, high)
 
