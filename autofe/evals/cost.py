@@ -120,17 +120,18 @@ def static_config(options: Iterable[Option]) -> str:
 def compare_policies(
     options: Iterable[Option], deadline_factor: float = DEADLINE_FACTOR
 ) -> list[PolicyResult]:
-    """Every policy on the complete sweep points (every candidate run and predicted).
+    """Every policy on the comparable sweep points (see :func:`comparable_points`).
 
     Raises:
         ConfigError: no complete sweep point, or a deadline factor below 1.
     """
     if deadline_factor < 1.0:
         raise ConfigError(f"deadline factor must be at least 1, not {deadline_factor}")
-    points = complete_points(options)
+    options = list(options)
+    static = static_config(options)
+    points = comparable_points(options, static)
     if not points:
-        raise ConfigError("no sweep point has every candidate configuration run and predicted")
-    static = static_config(o for opts in points.values() for o in opts)
+        raise ConfigError(f"no sweep point ran the static configuration {static} and another")
     picks = {name: _picks(choose, points, deadline_factor, static) for name, choose in POLICIES}
     base, best = _cost(picks["static"]), _cost(picks["oracle"])
     return [
@@ -146,17 +147,19 @@ def compare_policies(
     ]
 
 
-def complete_points(options: Iterable[Option]) -> dict[str, list[Option]]:
-    """Sweep points holding the full candidate set (the most configurations any point has)."""
+def comparable_points(options: Iterable[Option], static: str) -> dict[str, list[Option]]:
+    """Sweep points every policy can be judged on: the static configuration and one other ran.
+
+    A lab sweep runs every candidate; a third-party table may lack some (runs that failed or
+    timed out), and then the policies choose among the configurations that did run.
+    """
     points: dict[str, list[Option]] = {}
     for o in options:
         points.setdefault(o.point, []).append(o)
-    full = {frozenset(o.config for o in opts) for opts in points.values()}
-    widest = max(full, key=len, default=frozenset())
     return {
         p: sorted(opts, key=lambda o: o.config)
         for p, opts in sorted(points.items())
-        if frozenset(o.config for o in opts) == widest
+        if len(opts) >= 2 and static in {o.config for o in opts}
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autofe.errors import ConfigError
-from autofe.evals.cost import Option, compare_policies, complete_points, static_config
+from autofe.evals.cost import Option, compare_policies, comparable_points, static_config
 
 # (config, hourly price, true seconds) per point: a small node, a mid node, a big node.
 TRUTH = {
@@ -50,14 +50,16 @@ def test_static_is_the_middle_configuration_by_price() -> None:
     assert static_config(_options()) == "mid"
 
 
-def test_points_missing_a_configuration_are_left_out() -> None:
-    options = [o for o in _options() if not (o.point == "p2" and o.config == "big")]
-    assert list(complete_points(options)) == ["p1"]
+def test_points_without_the_static_configuration_are_left_out() -> None:
+    options = [o for o in _options() if not (o.point == "p2" and o.config == "mid")]
+    assert list(comparable_points(options, "mid")) == ["p1"]
     assert compare_policies(options)[0].points == 1
+    partial = [o for o in _options() if not (o.point == "p2" and o.config == "big")]
+    assert [len(v) for v in comparable_points(partial, "mid").values()] == [3, 2]
 
 
 def test_bad_inputs_are_clear_errors() -> None:
     with pytest.raises(ConfigError, match="deadline factor must be at least 1"):
         compare_policies(_options(), 0.5)
-    with pytest.raises(ConfigError, match="no sweep point"):
+    with pytest.raises(ConfigError, match="no sweep options"):
         compare_policies([])

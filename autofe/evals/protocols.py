@@ -1,0 +1,259 @@
+"""Third-party runtime datasets under two protocols: unseen configurations, unseen hardware.
+
+- ``grouped 5-fold``: runs grouped by cluster configuration (node type × node count), the groups
+  shuffled with a seed and dealt into five folds; a configuration is never in both a fold's
+  training and test rows (repeated runs of one configuration would otherwise leak).
+- ``leave-one-machine-type-out``: each node type in turn is the test set, the model trained on
+  every other type: how will my job run on hardware it has never run on?
+
+Every feature set gets the same model (LightGBM on log duration, fixed trees and seeds, one
+thread) and the same folds. The reference is LightGBM on the dataset's **raw columns**: the
+run table's own known-at-submit columns plus the cluster fields its mapping names.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from autofe.errors import ConfigError
+from autofe.evals.cost import Option
+from autofe.modeling.conformal import conformal_quantile
+from autofe.modeling.dataset import Dataset, FeatureValues, Value, build_dataset, labelled_runs
+from autofe.modeling.metrics import score
+from autofe.warehouse.connect import open_warehouse
+
+Folds = list[tuple[NDArray[np.intp], NDArray[np.intp]]]
+K = 5
+PARAMS: dict[str, Any] = {
+    "n_estimators": 400,
+    "learning_rate": 0.05,
+    "num_leaves": 15,
+    "min_child_samples": 5,
+    "subsample": 0.8,
+    "subsample_freq": 1,
+    "colsample_bytree": 0.8,
+    "n_jobs": 1,
+    "deterministic": True,
+    "force_row_wise": True,
+    "verbose": -1,
+}
+CLUSTER_COLUMNS = (
+    "node_type",
+    "num_workers",
+    "vcpu_per_node",
+    "memory_gb_per_node",
+    "hourly_price",
+)
+
+
+@dataclass(frozen=True)
+class ProtocolResult:
+    """Pooled out-of-fold scores of one feature set under one protocol."""
+
+    dataset: str
+    protocol: str
+    features: str
+    n_features: int
+    folds: int
+    runs: int
+    mape: float
+    r2: float
+    within_10: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "dataset": self.dataset,
+            "protocol": self.protocol,
+            "features": self.features,
+            "n_features": self.n_features,
+            "folds": self.folds,
+            "runs": self.runs,
+            "mape": round(self.mape, 4),
+            "r2": round(self.r2, 4),
+            "within_10": round(self.within_10, 4),
+        }
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Per labelled run (time order): its configuration and its node type."""
+
+    config: tuple[str, ...]
+    node_type: tuple[str, ...]
+
+
+def raw_values(db: Path, cluster_fields: Sequence[str]) -> FeatureValues:
+    """The run table's known-at-submit columns and the mapped cluster fields, by run."""
+    unknown = sorted(set(cluster_fields) - set(CLUSTER_COLUMNS))
+    if unknown:
+        raise ConfigError(f"not cluster columns: {unknown}; known: {list(CLUSTER_COLUMNS)}")
+    values: dict[str, dict[str, Value]] = {}
+    with open_warehouse(db, read_only=True) as con:
+        rows = con.execute(
+            "SELECT name, run_id, coalesce(CAST(value AS VARCHAR), value_text), value IS NOT NULL "
+            "FROM run_attributes WHERE availability = 'known_at_submit'"
+        ).fetchall()
+        for name, run_id, value, numeric in rows:
+            values.setdefault(f"attr_{name}", {})[run_id] = float(value) if numeric else value
+        for column in cluster_fields:
+            values[f"cluster_{column}"] = dict(
+                con.execute(
+                    f'SELECT r.run_id, c."{column}" FROM runs AS r '
+                    "JOIN cluster_configs AS c ON c.config_id = r.cluster_config_id"
+                ).fetchall()
+            )
+    return values
+
+
+def labelled_groups(db: Path) -> tuple[list[tuple[str, str, Any, float]], Groups]:
+    """The labelled runs (time order) and each one's configuration and node type."""
+    with open_warehouse(db, read_only=True) as con:
+        runs = labelled_runs(con)
+        rows = dict(
+            (r, (c or "", n or ""))
+            for r, c, n in con.execute(
+                "SELECT r.run_id, r.cluster_config_id, c.node_type FROM runs AS r "
+                "LEFT JOIN cluster_configs AS c ON c.config_id = r.cluster_config_id"
+            ).fetchall()
+        )
+    groups = Groups(tuple(rows[r[0]][0] for r in runs), tuple(rows[r[0]][1] for r in runs))
+    return runs, groups
+
+
+def grouped_folds(groups: Sequence[str], k: int = K, seed: int = 0) -> Folds:
+    """``k`` folds of whole groups, dealt round-robin after a seeded shuffle.
+
+    >>> [t.tolist() for _, t in grouped_folds(["a", "a", "b", "c"], 2, seed=1)]
+    [[0, 1], [2, 3]]
+    """
+    names = sorted(set(groups))
+    if len(names) < k:
+        raise ConfigError(f"{len(names)} configurations are too few for {k} grouped folds")
+    random.Random(seed).shuffle(names)
+    fold_of = {name: i % k for i, name in enumerate(names)}
+    labels = np.array([fold_of[g] for g in groups])
+    return [(np.flatnonzero(labels != f), np.flatnonzero(labels == f)) for f in range(k)]
+
+
+def leave_one_group_out(groups: Sequence[str]) -> Folds:
+    """One fold per group: it is the test set, every other group the training set.
+
+    >>> [t.tolist() for _, t in leave_one_group_out(["x", "y", "x"])]
+    [[0, 2], [1]]
+    """
+    names = sorted(set(groups))
+    if len(names) < 2:
+        raise ConfigError("leave-one-out needs at least two node types")
+    labels = np.array(list(groups))
+    return [(np.flatnonzero(labels != n), np.flatnonzero(labels == n)) for n in names]
+
+
+def out_of_fold(data: Dataset, folds: Folds, seed: int = 0) -> NDArray[np.float64]:
+    """Each run's prediction (seconds) by the model of the fold that held it out."""
+    predicted = np.full(len(data), np.nan)
+    log_y = np.log(data.seconds)
+    for train, test in folds:
+        model = _model(seed).fit(data.x[train], log_y[train])
+        predicted[test] = np.exp(model.predict(data.x[test]))
+    return predicted
+
+
+def interval_highs(
+    data: Dataset, folds: Folds, groups: Sequence[str], level: float = 0.9, seed: int = 0
+) -> NDArray[np.float64]:
+    """Upper bounds of split-conformal intervals around :func:`out_of_fold`'s predictions.
+
+    Per fold, a fifth of the training groups is held back; a model of the rest predicts them,
+    and the ``level`` quantile of its absolute log errors is the interval's half-width around
+    the full fold model's prediction.
+    """
+    p50 = out_of_fold(data, folds, seed)
+    high = np.full(len(data), np.nan)
+    log_y = np.log(data.seconds)
+    for train, test in folds:
+        fit_rows, cal_rows = _hold_back(train, groups, seed)
+        model = _model(seed).fit(data.x[fit_rows], log_y[fit_rows])
+        residuals = np.abs(model.predict(data.x[cal_rows]) - log_y[cal_rows])
+        high[test] = p50[test] * np.exp(conformal_quantile(residuals, level))
+    return high
+
+
+def _hold_back(
+    rows: NDArray[np.intp], groups: Sequence[str], seed: int
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    names = sorted({groups[i] for i in rows})
+    random.Random(seed).shuffle(names)
+    held = set(names[: max(1, len(names) // 5)])
+    mask = np.array([groups[i] in held for i in rows])
+    return rows[~mask], rows[mask]
+
+
+def _model(seed: int) -> Any:
+    from lightgbm import LGBMRegressor
+
+    return LGBMRegressor(random_state=seed, **PARAMS)
+
+
+PROTOCOLS: tuple[tuple[str, Callable[[Groups, int], Folds]], ...] = (
+    ("grouped 5-fold", lambda g, seed: grouped_folds(g.config, K, seed)),
+    ("leave-one-machine-type-out", lambda g, seed: leave_one_group_out(g.node_type)),
+)
+
+
+def evaluate_protocols(
+    db: Path, dataset: str, feature_sets: Mapping[str, FeatureValues], seed: int = 0
+) -> list[ProtocolResult]:
+    """Every feature set under every protocol on the labelled runs of ``db``."""
+    runs, groups = labelled_groups(db)
+    results = []
+    for protocol, make_folds in PROTOCOLS:
+        if protocol.startswith("leave") and len(set(groups.node_type)) < 2:
+            continue
+        folds = make_folds(groups, seed)
+        for name, values in feature_sets.items():
+            data = build_dataset(runs, values)
+            m = score(data.seconds, out_of_fold(data, folds, seed))
+            results.append(
+                ProtocolResult(
+                    dataset,
+                    protocol,
+                    name,
+                    len(data.features),
+                    len(folds),
+                    m.n,
+                    m.mape,
+                    m.r2,
+                    m.within_10,
+                )
+            )
+    return results
+
+
+def config_choice_options(db: Path, values: FeatureValues, seed: int = 0) -> list[Option]:
+    """Per job, every configuration it ran on, predicted out of fold (grouped by configuration).
+
+    Repeated runs of one job on one configuration become one option (means of their true and
+    predicted seconds); the price is the cluster's ``hourly_price``; unpriced runs are left out.
+    """
+    runs, groups = labelled_groups(db)
+    data = build_dataset(runs, values)
+    folds = grouped_folds(groups.config, K, seed)
+    p50 = out_of_fold(data, folds, seed)
+    high = interval_highs(data, folds, groups.config, 0.9, seed)
+    with open_warehouse(db, read_only=True) as con:
+        prices = dict(con.execute("SELECT config_id, hourly_price FROM cluster_configs").fetchall())
+    cells: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for run, config, p, h in zip(runs, groups.config, p50, high, strict=True):
+        if prices.get(config) is not None:
+            cells.setdefault((run[1], config), []).append((run[3], float(p), float(h)))
+    return [
+        Option(job, config, float(prices[config]), *map(float, np.mean(rows, axis=0)))
+        for (job, config), rows in sorted(cells.items())
+    ]
