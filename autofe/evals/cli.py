@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from autofe.config import DEFAULT_DB
-from autofe.console import out, user_errors
+from autofe.console import err, out, user_errors
 from autofe.errors import ConfigError
 from autofe.evals.manual import manual_features
 from autofe.evals.retrieval.evaluate import QUERIES, evaluate, load_queries
@@ -120,3 +120,21 @@ def _ingested(workspace: Path, out_dir: Path) -> Path:
     db = out_dir / "warehouse.duckdb"
     ingest([workspace], IngestSettings(db=db))
     return db
+
+
+@eval_app.command("suite")
+@user_errors
+def suite(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for warehouses and results.")],
+    generated: Annotated[
+        Path | None,
+        typer.Option("--generated", help="Generated features for the example workspace."),
+    ] = None,
+) -> None:
+    """The example report plus the third-party protocols; writes DIR/results.md."""
+    from autofe.evals.suite import results_markdown, run_suite
+
+    names = ["manual", "generated", "both"] if generated is not None else ["manual"]
+    with err.status("running the evaluation suite…"):
+        result = run_suite(out_dir, feature_sets(names, generated))
+    out.print(results_markdown(result), highlight=False, markup=False)

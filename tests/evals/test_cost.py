@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autofe.errors import ConfigError
-from autofe.evals.cost import Option, compare_policies, comparable_points, static_config
+from autofe.evals.cost import Option, comparable_points, compare_policies, static_config
 
 # (config, hourly price, true seconds) per point: a small node, a mid node, a big node.
 TRUTH = {
