@@ -19,9 +19,9 @@ demo: $(BIN)/.installed
 	$(BIN)/autofe warehouse stats --db $(DEMO_DB)
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check autofe tests benchmarks
-	$(BIN)/ruff format --check autofe tests benchmarks
-	$(BIN)/mypy autofe tests benchmarks
+	$(BIN)/ruff check autofe tests benchmarks scripts
+	$(BIN)/ruff format --check autofe tests benchmarks scripts
+	$(BIN)/mypy autofe tests benchmarks scripts
 
 test: lint
 	$(BIN)/python -m pytest -q -m "not slow"

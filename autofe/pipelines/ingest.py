@@ -14,6 +14,8 @@ from autofe.pipelines.parser_pool import parser_pool
 from autofe.schema import IngestIssue, IngestReport
 from autofe.tools.event_log import ParsedApplication
 from autofe.warehouse.connect import open_warehouse
+from autofe.warehouse.node_types import fill_hardware_facts
+from autofe.warehouse.write import transaction
 
 Progress = Callable[[str], None]
 
@@ -82,6 +84,9 @@ def ingest(
 ) -> IngestReport:
     """Ingest every input into the warehouse at ``settings.db``; returns what was added.
 
+    Afterwards, configs naming a known AWS node type get the vCPU, memory and price they lack
+    (``autofe.warehouse.node_types.fill_hardware_facts``; values already stored are kept).
+
     Raises:
         WarehouseError: the warehouse cannot be opened.
         ConfigError: a mapping file is invalid.
@@ -95,6 +100,10 @@ def ingest(
                 if progress:
                     progress(str(path))
                 ingest_one(con, path, report, settings, mapping, progress, pool)
+            # Its own transaction after the inputs': a failure here loses no stored input, and
+            # the next ingest fills whatever is still NULL.
+            with transaction(con, "node-type hardware facts"):
+                fill_hardware_facts(con)
         finally:
             con.close()
     report.seconds = round(time.perf_counter() - started, 3)
