@@ -6,7 +6,8 @@ in ``docs/results.md`` can be reproduced on a clean checkout:
 1. the shipped example workspace → ``DIR/example/report.{md,html}`` (manual features, plus
    generated ones when ``--generated`` names a catalog or run directory);
 2. C3O, Scout and CherryPick through their mapping files → both protocols with LightGBM on the
-   raw columns (and any extra feature set given per dataset);
+   raw columns, and on the raw columns plus the node-type facts ingest fills in (vCPU, memory,
+   price of the machine type: what a model needs to say anything about unseen hardware);
 3. configuration choice on Scout and CherryPick at a deadline of 1.5 × each job's fastest
    true runtime.
 """
@@ -69,10 +70,15 @@ def run_suite(
         db = out / f"{name}.duckdb"
         ingest([mapping], IngestSettings(db=db))
         fields = [f for f in load_mapping(mapping).spec.cluster.fields() if f in CLUSTER_COLUMNS]
-        raw = raw_values(db, fields)
-        result.protocols += evaluate_protocols(db, name, {"raw columns": raw})
+        sets = {
+            "raw columns": raw_values(db, fields),
+            "raw + node-type facts": raw_values(db, CLUSTER_COLUMNS),
+        }
+        result.protocols += evaluate_protocols(db, name, sets)
         if name in COST_DATASETS:
-            result.choice[name] = compare_policies(config_choice_options(db, raw))
+            for label, values in sets.items():
+                options = config_choice_options(db, values)
+                result.choice[f"{name}, {label}"] = compare_policies(options)
     (out / "results.md").write_text(results_markdown(result), encoding="utf-8")
     return result
 
@@ -102,7 +108,7 @@ def results_markdown(result: SuiteResult) -> str:
             f"| {r.dataset} | {r.protocol} | {r.features} ({r.n_features}) | {r.runs} | "
             f"{r.folds} | {r.mape:.1%} | {r.r2:.3f} | {r.within_10:.0%} |"
         )
-    lines += ["", "Configuration choice per job (grouped 5-fold predictions, raw columns):", ""]
+    lines += ["", "Configuration choice per job (grouped 5-fold predictions):", ""]
     lines += _policy_table(list(result.choice.items()))
     return "\n".join(lines) + "\n"
 

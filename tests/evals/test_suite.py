@@ -21,7 +21,7 @@ def test_suite_writes_the_report_and_the_results_table(
         ("cherrypick", "grouped 5-fold"),
         ("cherrypick", "leave-one-machine-type-out"),
     }
-    oracle = next(r for r in result.choice["cherrypick"] if r.policy == "oracle")
+    oracle = next(r for r in result.choice["cherrypick, raw columns"] if r.policy == "oracle")
     assert oracle.deadlines_met == 1.0 and oracle.regret_vs_oracle == 0.0
     table = (tmp_path / "results.md").read_text()
     assert "| cherrypick | leave-one-machine-type-out | raw columns (17) | 291 |" in table
