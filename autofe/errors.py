@@ -77,3 +77,16 @@ class KnowledgeBaseError(AutofeError):
 
 class ModelError(AutofeError):
     """A model artifact is missing, tampered with, or from another warehouse schema."""
+
+
+class LLMError(AutofeError):
+    """The language-model endpoint could not be reached or kept failing after every retry.
+
+    Carries the endpoint and the reason (timeout, connection refused, HTTP status) so the CLI
+    can say which server to check; malformed model output is not an error (the batch is empty).
+    """
+
+    def __init__(self, endpoint: str, reason: str) -> None:
+        self.endpoint = endpoint
+        self.reason = reason
+        super().__init__(f"LLM endpoint {endpoint}: {reason}")
