@@ -31,6 +31,10 @@ def generate_command(
     sweep_points: Annotated[
         int, typer.Option("--sweep-points", help="Append K runs-under-every-config sweeps.")
     ] = 0,
+    sweep_jobs: Annotated[
+        list[str] | None,
+        typer.Option("--sweep-jobs", help="Sweep only these jobs (default: all)."),
+    ] = None,
     repeat_jobs: Annotated[
         list[str] | None,
         typer.Option("--repeat-jobs", help="Append --repeats identical runs of this job."),
@@ -48,6 +52,7 @@ def generate_command(
         job_names=job,
         scale_factors=tuple(scale_factor or DEFAULT_SCALE_FACTORS),
         sweep_points=sweep_points,
+        sweep_jobs=tuple(sweep_jobs or ()),
         repeat_jobs=tuple(repeat_jobs or ()),
         repeats=repeats,
         data_dir=data_dir,

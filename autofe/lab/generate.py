@@ -82,6 +82,7 @@ def generate(
     job_names: Sequence[str] | None = None,
     scale_factors: Sequence[float] = DEFAULT_SCALE_FACTORS,
     sweep_points: int = 0,
+    sweep_jobs: Sequence[str] = (),
     repeat_jobs: Sequence[str] = (),
     repeats: int = 0,
     data_dir: Path | None = None,
@@ -99,7 +100,15 @@ def generate(
     """
     chosen = select_jobs(jobs if jobs is not None else load_jobs(), job_names)
     plan = build_plan(
-        chosen, runs, seed, days, scale_factors, sweep_points, tuple(repeat_jobs), repeats
+        chosen,
+        runs,
+        seed,
+        days,
+        scale_factors,
+        sweep_points,
+        tuple(repeat_jobs),
+        repeats,
+        tuple(sweep_jobs),
     )
     out = _writable(out)
     settings: dict[str, Any] = {
@@ -112,6 +121,8 @@ def generate(
     # Only when used, so workspaces generated before these options existed still resume.
     if sweep_points:
         settings["sweep_points"] = sweep_points
+    if sweep_jobs:
+        settings["sweep_jobs"] = list(sweep_jobs)
     if repeat_jobs:
         settings |= {"repeat_jobs": list(repeat_jobs), "repeats": repeats}
     return execute_plan(out, plan, settings, days, data_dir, show_progress)
@@ -126,8 +137,11 @@ def build_plan(
     sweep_points: int = 0,
     repeat_jobs: Sequence[str] = (),
     repeats: int = 0,
+    sweep_jobs: Sequence[str] = (),
 ) -> list[RunSpec]:
     """The main plan, then ``sweep_points`` sweeps, then ``repeats`` runs of each repeat job.
+
+    Sweep points go round ``sweep_jobs`` (default: every job).
 
     Appended runs are numbered after the main plan; all of it is a pure function of the
     arguments.
@@ -137,13 +151,28 @@ def build_plan(
     """
     _check_numbers(runs, days, scale_factors, sweep_points, repeat_jobs, repeats)
     extra = [
-        *_sweep_plan(jobs, seed, days, scale_factors, sweep_points),
+        *_sweep_plan(_named(jobs, sweep_jobs, "sweep"), seed, days, scale_factors, sweep_points),
         *_repeat_plan(jobs, seed, days, scale_factors, repeat_jobs, repeats),
     ]
     plan = plan_runs(jobs, runs, seed, days, scale_factors) if runs else []
     first = FIRST_RUN_ID + len(plan)
     plan += [replace(spec, run_id=first + i) for i, spec in enumerate(extra)]
     return [replace(s, version=script_version(s.job, s.day, days, seed)) for s in plan]
+
+
+def _named(jobs: Sequence[LabJobLike], names: Sequence[str], role: str) -> list[LabJobLike]:
+    """The jobs called ``names`` (all of ``jobs`` when none are named).
+
+    Raises:
+        ConfigError: a name is not among ``jobs``.
+    """
+    if not names:
+        return list(jobs)
+    by_name = {j.name: j for j in jobs}
+    unknown = sorted(set(names) - set(by_name))
+    if unknown:
+        raise ConfigError(f"--{role}-jobs names jobs not in this workspace: {', '.join(unknown)}")
+    return [by_name[n] for n in dict.fromkeys(names)]
 
 
 def _sweep_plan(

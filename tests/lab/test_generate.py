@@ -142,6 +142,18 @@ def test_sweep_points_visit_every_job_before_repeating_one() -> None:
     assert set(jobs[: len(JOBS)]) == {j.name for j in JOBS}
 
 
+def test_sweep_jobs_limit_the_rotation_and_unknown_names_are_refused() -> None:
+    name = JOBS[1].name
+    plan = build_plan(
+        JOBS, 0, seed=2, days=5, scale_factors=(0.01,), sweep_points=3, sweep_jobs=(name,)
+    )
+    assert len(plan) == 3 * len(sweep_configs()) and {s.job.name for s in plan} == {name}
+    with pytest.raises(ConfigError, match="--sweep-jobs names jobs not in this workspace: nope"):
+        build_plan(
+            JOBS, 0, seed=2, days=5, scale_factors=(0.01,), sweep_points=3, sweep_jobs=("nope",)
+        )
+
+
 def test_repeat_jobs_are_identical_runs_tagged_by_index() -> None:
     names = ["revenue_by_nation", "skewed_parts_etl"]
     plan = build_plan(JOBS, 0, seed=1, days=3, scale_factors=(0.01,), repeat_jobs=names, repeats=4)
@@ -150,7 +162,7 @@ def test_repeat_jobs_are_identical_runs_tagged_by_index() -> None:
         runs = [s for s in plan if s.job.name == name]
         assert [s.tags for s in runs] == [{"repeat": i} for i in range(4)]
         assert len({(str(s.params), s.config, s.day, s.scale_factor) for s in runs}) == 1
-        assert not runs[0].config.spot and runs[0].day == 2
+        assert not runs[0].config.spot and runs[0].day == 1  # the middle of three days
     again = build_plan(JOBS, 0, seed=1, days=3, scale_factors=(0.01,), repeat_jobs=names, repeats=4)
     assert again == plan
 

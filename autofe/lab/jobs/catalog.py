@@ -75,7 +75,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         (*LINES, "supplier", "nation"),
         "daily",
         "Suppliers with the most late deliveries in a few nations.",
-        RECENT,
+        DateWindow(90, 730),
         IntRange("min_days_late", 1, 30, log=True),
         Subset("nations", NATIONS, 1, 10),
         TOP_K,
@@ -86,7 +86,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         (*ORDERS, "customer", "nation"),
         "weekly",
         "Top spenders per nation with their share of the nation's spend (windows).",
-        LONG,
+        DateWindow(365, 1460),
         Subset("statuses", ORDER_STATUSES, 1, 3),
         IntRange("top_k", 1, 50, log=True),
     ),
@@ -116,7 +116,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         (*LINES, *ORDERS, "part"),
         "weekly",
         "Distinct buyers and suppliers per part type for one container size.",
-        ANY_LENGTH,
+        DateWindow(180, 1460),
         Choice("container_size", CONTAINER_SIZES),
     ),
     make_job(
@@ -125,7 +125,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         LINES,
         "daily",
         "Daily revenue per ship mode with a rolling sum and day-over-day change.",
-        LONG,
+        DateWindow(180, 1095),
         IntRange("window_rows", 1, 30),
     ),
     make_job(
@@ -134,7 +134,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         (*LINES, "supplier", "nation"),
         "weekly",
         "Each supplier's share of its nation's revenue and its quartile.",
-        ANY_LENGTH,
+        DateWindow(180, 1460),
         FloatRange("min_acctbal", -1000.0, 9000.0),
     ),
     make_job(
@@ -152,7 +152,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         (*LINES, "part"),
         "adhoc",
         "Quantity quartiles per container for a few brands.",
-        DateWindow(7, 365, end="random"),
+        DateWindow(90, 1095, end="random"),
         Subset("brands", BRANDS, 1, 8),
     ),
     make_job(
@@ -161,7 +161,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         (*ORDERS, "customer"),
         "weekly",
         "Average days between a customer's consecutive orders per segment (lag window).",
-        LONG,
+        DateWindow(365, 1460),
         FloatRange("min_acctbal", -1000.0, 8000.0),
     ),
     make_job(
@@ -199,7 +199,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         ("lineitem_skew", "part"),
         "hourly",
         "Distinct orders per brand over the skewed lines (hot part keys).",
-        DateWindow(7, 90),
+        DateWindow(60, 540),
         IntRange("max_size", 1, 50),
     ),
     make_job(
@@ -267,7 +267,7 @@ _ANALYTICS: tuple[LabJob, ...] = (
         ORDERS,
         "weekly",
         "Active customers per first-order cohort and months since (window + distinct).",
-        LONG,
+        DateWindow(365, 1460),
         Subset("priorities", PRIORITIES, 1, 5),
     ),
 )
