@@ -340,3 +340,82 @@ def predict(
     out.print(f"{where}: p50 {prediction.p50_s:.1f} s; {spans}", highlight=False)
     if prediction.missing:
         out.print(f"features without a value: {', '.join(prediction.missing)}", highlight=False)
+
+
+@app.command("run")
+@user_errors
+def run_command(
+    workspace: Annotated[
+        Path | None, typer.Argument(help="Workspace folder (default: the shipped example).")
+    ] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Run directory.")] = None,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="Continue the run in this directory.")
+    ] = None,
+    max_iterations: Annotated[int, typer.Option(min=1)] = 6,
+    target_r2: Annotated[float | None, typer.Option(help="Stop at this CV R².")] = 0.90,
+    target_mape: Annotated[float | None, typer.Option(help="Stop at this CV MAPE.")] = 0.15,
+    target_mae: Annotated[float | None, typer.Option(help="Stop at this CV MAE (s).")] = None,
+    budget_seconds: Annotated[float, typer.Option(help="Wall-clock budget.")] = 300.0,
+    budget_tokens: Annotated[int | None, typer.Option(help="LLM token budget.")] = None,
+    per_round: Annotated[int, typer.Option(min=1, help="Candidates per round.")] = 70,
+    min_proposals: Annotated[
+        int, typer.Option(min=0, help="Go on until this many were proposed.")
+    ] = 0,
+    llm: Annotated[str | None, typer.Option(help="offline (default) or openai.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name for --llm openai.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the agent loop on a workspace: features, a model, metrics and a report."""
+    import os
+    from datetime import UTC, datetime
+
+    from autofe.agents.graph import LoopSettings, Targets
+    from autofe.agents.llm import LLMSettings
+    from autofe.pipelines.run import RunSettings
+    from autofe.pipelines.run import resume as resume_run
+    from autofe.pipelines.run import run as start_run
+
+    def progress(record: dict[str, Any]) -> None:
+        if not as_json:
+            err.print(
+                f"iteration {record['iteration']}: proposed {record['proposed']}, gated "
+                f"{record['gated']}, kept {record['kept']} ({record['features']} features), "
+                f"CV R² {record['cv_r2']:.3f}, MAPE {record['cv_mape']:.1%}",
+                highlight=False,
+            )
+
+    if resume is not None:
+        result = resume_run(resume, progress=progress, api_key=os.environ.get("OPENAI_API_KEY"))
+    else:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        loop = LoopSettings(
+            Targets(target_r2, target_mape, target_mae),
+            max_iterations=max_iterations,
+            budget_seconds=budget_seconds,
+            budget_tokens=budget_tokens,
+            per_round=per_round,
+            min_proposals=min_proposals,
+        )
+        space = str((workspace or example_workspace()).resolve())
+        settings = RunSettings(space, loop, LLMSettings.from_env(llm, model))
+        result = start_run(settings, out_dir or Path("runs") / stamp, progress=progress)
+    if as_json:
+        print(json.dumps(result.metrics, indent=2, default=str))
+        return
+    _print_run(result.out, result.metrics)
+
+
+def _print_run(run_dir: Path, metrics: dict[str, Any]) -> None:
+    h = metrics.get("holdout") or {}
+    out.print(
+        f"{run_dir}: {metrics['proposed']} proposed, {metrics['accepted']} accepted, stopped: "
+        f"{metrics['stop_reason']}, {metrics['seconds']:.0f} s",
+        highlight=False,
+    )
+    if h:
+        out.print(
+            f"holdout ({h['n']} latest runs): R² {h['r2']:.3f}, MAPE {h['mape']:.1%}, "
+            f"coverage {h['coverage_80']:.0%} / {h['coverage_90']:.0%}",
+            highlight=False,
+        )

@@ -90,3 +90,7 @@ class LLMError(AutofeError):
         self.endpoint = endpoint
         self.reason = reason
         super().__init__(f"LLM endpoint {endpoint}: {reason}")
+
+
+class AgentError(AutofeError):
+    """The agent loop cannot go on: a tool failed, the run directory is unusable."""

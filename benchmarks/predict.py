@@ -74,7 +74,8 @@ def run(tmp: Path, n: int) -> str:
             [
                 f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/predict.py --n {n}`.",
                 "",
-                f"- model: manual baseline, {len(specs)} features, `model.joblib` {size_kb:.0f} KiB",
+                f"- model: manual baseline, {len(specs)} features, "
+                f"`model.joblib` {size_kb:.0f} KiB",
                 f"- `load_model` (SHA-256 check, unpickle, schema check): p50 "
                 f"{percentile(loads, 0.5):.1f} ms, max {max(loads):.1f} ms (20 loads)",
                 "",

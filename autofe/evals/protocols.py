@@ -131,7 +131,7 @@ def grouped_folds(groups: Sequence[str], k: int = K, seed: int = 0) -> Folds:
     """``k`` folds of whole groups, dealt round-robin after a seeded shuffle.
 
     >>> [t.tolist() for _, t in grouped_folds(["a", "a", "b", "c"], 2, seed=1)]
-    [[0, 1], [2, 3]]
+    [[0, 1, 2], [3]]
     """
     names = sorted(set(groups))
     if len(names) < k:

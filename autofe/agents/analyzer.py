@@ -1,0 +1,189 @@
+"""The analyzer: profile the workspace, retrieve know-how, and ask a backend for features.
+
+Round 0 retrieves with what the profile shows (which tables have rows, job types, run
+parameters); later rounds retrieve with the evaluator's feedback (the jobs and runtime buckets
+with the largest errors). Every retrieved document reaches the backend as a snippet; the
+backend (offline planner or LLM) answers with proposals, which become this round's candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from autofe.agents.llm import KnowledgeSnippet, LLMBackend, ProposalBatch, ProposalRequest
+from autofe.agents.state import Candidate, LoopState
+from autofe.agents.toolbox import Toolbox
+from autofe.knowledge_base.retrieve import KnowledgeBase
+
+BASE_QUERIES = (
+    "history of previous runs of the same job: last duration, mean, trend",
+    "input data size: bytes, rows and files of the tables a job reads",
+    "cluster cores, memory, node type and executors",
+    "spark configuration: shuffle partitions, adaptive query execution, broadcast threshold",
+    "date range parameters and partition pruning",
+    "data skew on join keys and straggler tasks",
+    "calendar effects: hour of day, day of week, month end",
+    "script complexity: joins, aggregations, window functions, distinct",
+    "tables that grow over time and data growth",
+    "spot instances, node loss and retries",
+)
+EVENT_LOG_QUERIES = (
+    "stage metrics of previous runs: shuffle bytes, spill, task skew",
+    "garbage collection and executor memory pressure in earlier runs",
+)
+PYTHON_QUERIES = ("python UDFs and pandas", "machine learning training: rows, features, iterations")
+DOCS_PER_QUERY = 6
+
+
+async def build_profile(tools: Toolbox) -> dict[str, Any]:
+    """What the workspace holds, from the tools server: tables and their rows, job types,
+    the runtime distribution, and the known-at-submit run attributes."""
+    schema = await tools.call("describe_schema", {})
+    tables = {t["name"]: t for t in schema["tables"]}
+    counts = await _rows(
+        tools,
+        " UNION ALL ".join(
+            f"SELECT '{name}' AS name, count(*) AS n FROM {name}" for name in sorted(tables)
+        ),
+    )
+    job_types = await _rows(
+        tools, "SELECT coalesce(task_type, 'unknown'), count(*) FROM jobs GROUP BY 1 ORDER BY 1"
+    )
+    runtime = await _rows(tools, RUNTIME_SQL)
+    attributes = await _rows(tools, ATTRIBUTES_SQL)
+    rows = {str(n): int(c) for n, c in counts}
+    return {
+        "tables": {n: _table(t, rows.get(n, 0)) for n, t in sorted(tables.items())},
+        "empty_tables": sorted(n for n, c in rows.items() if c == 0),
+        "job_types": {str(t): int(c) for t, c in job_types},
+        "runtime_s": dict(zip(("runs", "p10", "p50", "p90"), runtime[0], strict=True)),
+        "run_attributes": [str(a[0]) for a in attributes],
+        "availability_rules": schema.get("availability_rules", ""),
+    }
+
+
+RUNTIME_SQL = (
+    "SELECT count(*), quantile_cont(duration_s, 0.1), quantile_cont(duration_s, 0.5), "
+    "quantile_cont(duration_s, 0.9) FROM runs WHERE status = 'SUCCEEDED'"
+)
+ATTRIBUTES_SQL = (
+    "SELECT name, count(*) FROM run_attributes WHERE availability = 'known_at_submit' "
+    "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 40"
+)
+
+
+async def _rows(tools: Toolbox, sql: str) -> list[list[Any]]:
+    result = await tools.call("run_readonly_sql", {"sql": sql, "limit": 1000})
+    return list(result["rows"])
+
+
+def _table(table: Mapping[str, Any], rows: int) -> dict[str, Any]:
+    columns = {c["name"]: c["availability"] for c in table["columns"]}
+    return {"rows": rows, "columns": columns}
+
+
+def queries(profile: Mapping[str, Any], feedback: Mapping[str, Any], iteration: int) -> list[str]:
+    """Retrieval queries: the profile's in round 0, the feedback's afterwards.
+
+    >>> queries({"tables": {}, "job_types": {}}, {"worst_jobs": [{"job_name": "skewed_sales"}]}, 1)
+    ['runtime varies for skewed sales', 'runtime of long jobs and their largest inputs']
+    """
+    if iteration == 0:
+        out = list(BASE_QUERIES)
+        if profile.get("tables", {}).get("stages", {}).get("rows", 0):
+            out += EVENT_LOG_QUERIES
+        if profile.get("job_types", {}).get("python", 0):
+            out += PYTHON_QUERIES
+        return out
+    jobs = [str(j.get("job_name") or j.get("job_id", "")) for j in feedback.get("worst_jobs", [])]
+    out = [f"runtime varies for {name.replace('_', ' ')}" for name in jobs if name]
+    return [*out, "runtime of long jobs and their largest inputs"]
+
+
+def retrieve(kb: KnowledgeBase, texts: Sequence[str], seen: set[str]) -> list[KnowledgeSnippet]:
+    """Documents for ``texts`` in rank order, each once, those already used last."""
+    ordered: list[str] = []
+    for text in texts:
+        for hit in kb.search(text, DOCS_PER_QUERY):
+            if hit.doc_id not in ordered:
+                ordered.append(hit.doc_id)
+    ordered.sort(key=lambda d: d in seen)
+    return [_snippet(kb, doc_id) for doc_id in ordered]
+
+
+def _snippet(kb: KnowledgeBase, doc_id: str) -> KnowledgeSnippet:
+    doc = kb.by_id[doc_id]
+    return KnowledgeSnippet(doc_id=doc.id, title=doc.title, text=doc.body[:1500])
+
+
+def planner_feedback(state: LoopState) -> dict[str, Any]:
+    """The evaluator's feedback plus what a backend needs to avoid repeats and build on kept
+    features (their SQL, importance, value type and origin)."""
+    by_name: dict[str, Candidate] = {c["name"]: c for c in state.get("proposals", [])}
+    kept = []
+    for k in state.get("kept", []):
+        source = by_name.get(k["name"])
+        value_type = source["value_type"] if source else "DOUBLE"
+        origin = source["origin"] if source else k["name"]
+        kept.append({**k, "value_type": value_type, "origin": origin})
+    return {
+        **state.get("feedback", {}),
+        "kept": kept,
+        "proposed_ids": list(state.get("proposed_ids", [])),
+    }
+
+
+def candidates_of(batch: ProposalBatch, backend: LLMBackend) -> list[Candidate]:
+    """The batch's proposals as candidates (the offline planner's rationale names its origin)."""
+    return [
+        Candidate(
+            name=p.name,
+            sql=p.sql,
+            category=p.category,
+            value_type=p.value_type,
+            rationale=p.rationale,
+            kb_refs=list(p.kb_refs),
+            origin="llm" if backend.name != "offline" else p.name,
+        )
+        for p in batch.proposals
+    ]
+
+
+def unique_names(candidates: list[Candidate], taken: set[str]) -> list[Candidate]:
+    """Rename candidates whose name is already used (a model may reuse names for new SQL).
+
+    >>> c = Candidate(name="a", sql="", category="history", value_type="DOUBLE", rationale="",
+    ...               kb_refs=[], origin="a")
+    >>> [x["name"] for x in unique_names([c, c], {"a"})]
+    ['a_2', 'a_3']
+    """
+    out = []
+    used = set(taken)
+    for c in candidates:
+        name, n = c["name"], 1
+        while name in used:
+            n += 1
+            name = f"{c['name'][:76]}_{n}"
+        used.add(name)
+        out.append(Candidate(**{**c, "name": name}))
+    return out
+
+
+def propose(
+    backend: LLMBackend,
+    profile: dict[str, Any],
+    knowledge: list[KnowledgeSnippet],
+    feedback: dict[str, Any],
+    iteration: int,
+    per_round: int,
+) -> ProposalBatch:
+    """Ask the backend for this round's proposals."""
+    request = ProposalRequest(
+        profile=profile,
+        knowledge=knowledge,
+        feedback=feedback,
+        max_proposals=per_round,
+        iteration=iteration,
+    )
+    return backend.propose(request)

@@ -1,0 +1,199 @@
+"""The offline backend: a deterministic planner that composes features from knowledge-base recipes.
+
+It answers the same :class:`~autofe.agents.llm.ProposalRequest` an LLM would, from three sources,
+in this order each round:
+
+1. **Recipes** of the retrieved documents (the analyzer retrieves with the workspace profile in
+   round 0 and with the evaluator's feedback later), rendered with their default parameters,
+   skipping recipes that read a table this workspace has no rows in.
+2. **Variants** of the recipes whose features were kept: each numeric parameter (a history
+   depth ``k``, a window in ``days``...) halved and doubled, because the best window is
+   workspace-specific.
+3. **Combinations** of the strongest kept features: their product and ratio per run, because
+   runtime is often a product of size and rate (rows × cost per row).
+
+Nothing is proposed twice (the request's ``feedback.proposed_ids`` lists every feature id
+proposed so far), so the same request sequence gives the same proposals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+
+from autofe.agents.llm import Proposal, ProposalBatch, ProposalRequest, Usage
+from autofe.featurespec import FeatureSpec
+from autofe.knowledge_base.corpus import Document, Recipe, load_corpus, recipe_spec
+from autofe.sandbox.rewrite import referenced_tables
+
+VARIANT_FACTORS = (0.5, 2.0)
+TOP_COMBINE = 5
+_NAME_TAIL = re.compile(r"[^a-z0-9_]+")
+
+
+@dataclass(frozen=True)
+class Drafted:
+    """A proposal with the id that makes it unique."""
+
+    proposal: Proposal
+    feature_id: str
+
+
+class OfflinePlanner:
+    """Deterministic feature proposals from the corpus (see the module docstring)."""
+
+    name = "offline"
+
+    def __init__(self, docs: Sequence[Document] | None = None) -> None:
+        self._docs = {d.id: d for d in (docs if docs is not None else load_corpus())}
+
+    def propose(self, request: ProposalRequest) -> ProposalBatch:
+        seen = set(request.feedback.get("proposed_ids", ()))
+        empty = set(request.profile.get("empty_tables", ()))
+        drafts: list[Drafted] = []
+        for draft in self._drafts(request, empty):
+            if draft.feature_id not in seen and len(drafts) < request.max_proposals:
+                seen.add(draft.feature_id)
+                drafts.append(draft)
+        digest = hashlib.sha256(
+            json.dumps(request.model_dump(), sort_keys=True, default=str).encode()
+        )
+        return ProposalBatch(
+            proposals=[d.proposal for d in drafts],
+            usage=Usage(),
+            prompt_hash=digest.hexdigest()[:16],
+        )
+
+    def _drafts(self, request: ProposalRequest, empty: set[str]) -> Iterator[Drafted]:
+        kept = request.feedback.get("kept", [])
+        yield from self._recipes(request, empty)
+        yield from self._variants(kept, empty)
+        yield from combinations(kept)
+
+    def _recipes(self, request: ProposalRequest, empty: set[str]) -> Iterator[Drafted]:
+        for snippet in request.knowledge:
+            doc = self._docs.get(snippet.doc_id)
+            for recipe in doc.recipes if doc else ():
+                spec = recipe_spec(doc, recipe)  # type: ignore[arg-type]
+                if not reads_any(spec.sql, empty):
+                    yield _drafted(spec, origin=recipe.name)
+
+    def _variants(self, kept: Sequence[Mapping[str, Any]], empty: set[str]) -> Iterator[Drafted]:
+        for item in kept:
+            found = self._recipe(str(item.get("origin", item.get("name", ""))))
+            if found is None:
+                continue
+            doc, recipe = found
+            for overrides in parameter_variants(recipe):
+                spec = recipe_spec(doc, recipe, overrides)
+                suffix = "_".join(f"{k}{_slug(v)}" for k, v in sorted(overrides.items()))
+                spec = spec.model_copy(update={"name": _name(f"{recipe.name}_{suffix}")})
+                if not reads_any(spec.sql, empty):
+                    yield _drafted(spec, origin=f"variant:{recipe.name}")
+
+    def _recipe(self, name: str) -> tuple[Document, Recipe] | None:
+        base = name.removeprefix("variant:")
+        for doc in self._docs.values():
+            for recipe in doc.recipes:
+                if recipe.name == base:
+                    return doc, recipe
+        return None
+
+
+def request_hash(request: ProposalRequest) -> str:
+    """The provenance hash of a request (what an LLM backend hashes is its prompt)."""
+    text = json.dumps(request.model_dump(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def parameter_variants(recipe: Recipe) -> list[dict[str, Any]]:
+    """Each numeric parameter halved and doubled (integers stay integers, at least 1).
+
+    >>> r = Recipe("r", "history", "DOUBLE", "SELECT {{k}}", "", "", {"k": 5})
+    >>> parameter_variants(r)
+    [{'k': 2}, {'k': 10}]
+    """
+    out = []
+    for key, value in sorted(recipe.params.items()):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        for factor in VARIANT_FACTORS:
+            scaled: float | int = value * factor
+            if isinstance(value, int):
+                scaled = max(1, int(scaled))
+            if scaled != value:
+                out.append({key: scaled})
+    return out
+
+
+def combinations(kept: Sequence[Mapping[str, Any]]) -> Iterator[Drafted]:
+    """Product and ratio of each pair among the most important numeric kept features."""
+    numeric = [k for k in kept if k.get("value_type", "DOUBLE") != "VARCHAR"]
+    top = sorted(numeric, key=lambda k: -float(k.get("importance", 0.0)))[:TOP_COMBINE]
+    for a, b in itertools.combinations(top, 2):
+        for op, word in (("*", "x"), ("/", "per")):
+            yield _drafted(_combined(a, b, op, word), origin=f"combine:{a['name']},{b['name']}")
+
+
+def _combined(a: Mapping[str, Any], b: Mapping[str, Any], op: str, word: str) -> FeatureSpec:
+    right = "b.value" if op == "*" else "nullif(b.value, 0)"
+    sql = (
+        f"SELECT a.run_id, CAST(a.value AS DOUBLE) {op} CAST({right} AS DOUBLE) AS value\n"
+        f"FROM (\n{_body(a['sql'])}\n) AS a\nJOIN (\n{_body(b['sql'])}\n) AS b USING (run_id)"
+    )
+    return FeatureSpec(
+        name=_name(f"{a['name']}_{word}_{b['name']}"),
+        sql=sql,
+        category="interaction",
+        rationale=f"{a['name']} {op} {b['name']}: runtime is often size times rate",
+        kb_refs=tuple(sorted({*a.get("kb_refs", ()), *b.get("kb_refs", ())})),
+    )
+
+
+def _body(sql: str) -> str:
+    """A feature's SQL without comment lines and trailing semicolons (to nest it)."""
+    lines = [line for line in sql.splitlines() if not line.lstrip().startswith("--")]
+    return "\n".join(lines).strip().rstrip(";")
+
+
+def reads_any(sql: str, tables: set[str]) -> bool:
+    """Whether the SQL reads one of ``tables`` (unparseable SQL counts as not: the gates decide)."""
+    if not tables:
+        return False
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return False
+    return bool(referenced_tables(tree) & tables)
+
+
+def _drafted(spec: FeatureSpec, origin: str) -> Drafted:
+    proposal = Proposal(
+        name=spec.name,
+        sql=spec.sql,
+        category=spec.category,
+        value_type=spec.value_type,
+        rationale=spec.rationale or origin,
+        kb_refs=list(spec.kb_refs),
+    )
+    return Drafted(proposal, spec.feature_id)
+
+
+def _slug(value: Any) -> str:
+    return _NAME_TAIL.sub("_", str(value).lower()).strip("_")
+
+
+def _name(text: str) -> str:
+    """A valid feature name: snake case, at most 80 characters (a hash keeps long ones unique)."""
+    name = _NAME_TAIL.sub("_", text.lower()).strip("_")
+    if len(name) <= 80:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[:71]}_{digest}"

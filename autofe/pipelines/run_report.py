@@ -1,0 +1,116 @@
+"""``report.html`` of a run: the per-iteration curve, the holdout score, what was kept and why.
+
+Self-contained (the curve is an inline PNG), written from ``metrics.json`` and the final state,
+so it can be regenerated from a finished run directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def write_run_report(out: Path, metrics: dict[str, Any], kept: Sequence[dict[str, Any]]) -> Path:
+    """Write ``out/report.html``; return its path."""
+    parts = [
+        f"<h1>autofe run {html.escape(out.name)}</h1>",
+        _p(
+            f"Stopped: {metrics['stop_reason']}. {metrics['proposed']} candidates proposed, "
+            f"{metrics['accepted']} accepted, {metrics['seconds']:.0f} s, "
+            f"{metrics['tokens']} LLM tokens."
+        ),
+        "<h2>Holdout (latest runs by submit time, never seen by the loop)</h2>",
+        _table(
+            ["metric", "value"], [[k, _fmt(v)] for k, v in (metrics.get("holdout") or {}).items()]
+        ),
+        "<h2>Iterations (CV on the runs before the holdout)</h2>",
+        _img(_curve(metrics["iterations"])),
+        _table(
+            ["iteration", "proposed", "gated", "kept", "features", "CV R²", "CV MAPE", "seconds"],
+            [_iteration_row(h) for h in metrics["iterations"]],
+        ),
+        "<h2>Accepted by category</h2>",
+        _table(
+            ["category", "features"],
+            [[k, str(v)] for k, v in metrics["accepted_by_category"].items()],
+        ),
+        "<h2>Rejected by stage</h2>",
+        _table(
+            ["stage", "candidates"], [[k, str(v)] for k, v in metrics["rejected_by_stage"].items()]
+        ),
+        "<h2>Kept features by importance</h2>",
+        _table(["feature", "category", "share of gain", "iteration"], _kept_rows(kept)),
+    ]
+    page = out / "report.html"
+    style = "body{font-family:sans-serif;max-width:1000px;margin:2em auto}td,th{padding:2px 8px}"
+    page.write_text(
+        f'<!doctype html><html><head><meta charset="utf-8"><title>autofe run</title>'
+        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n",
+        encoding="utf-8",
+    )
+    return page
+
+
+def _iteration_row(h: dict[str, Any]) -> list[str]:
+    seconds = sum(h["seconds"].values())
+    return [
+        str(h["iteration"]),
+        str(h["proposed"]),
+        str(h["gated"]),
+        str(h["kept"]),
+        str(h["features"]),
+        f"{h['cv_r2']:.3f}",
+        f"{h['cv_mape']:.1%}",
+        f"{seconds:.1f}",
+    ]
+
+
+def _kept_rows(kept: Sequence[dict[str, Any]]) -> list[list[str]]:
+    ordered = sorted(kept, key=lambda k: -float(k.get("importance", 0.0)))
+    return [
+        [k["name"], k["category"], f"{k.get('importance', 0.0):.1%}", str(k.get("iteration", ""))]
+        for k in ordered
+    ]
+
+
+def _curve(history: Sequence[dict[str, Any]]) -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    xs = [h["iteration"] for h in history]
+    ax.plot(xs, [h["cv_r2"] for h in history], "o-", label="CV R² (log duration)")
+    ax.plot(xs, [h["cv_mape"] for h in history], "s--", label="CV MAPE")
+    ax.set(xlabel="iteration", ylim=(0, 1.05))
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
+
+
+def _p(text: str) -> str:
+    return f"<p>{html.escape(text)}</p>"
+
+
+def _img(png: bytes) -> str:
+    return f'<img alt="iterations" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
+    return f"<table><tr>{th}</tr>{body}</table>"

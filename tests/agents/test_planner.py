@@ -1,0 +1,71 @@
+"""The offline planner: recipes, then variants of kept ones, then combinations; never twice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autofe.agents.llm import KnowledgeSnippet, ProposalRequest
+from autofe.agents.planner import OfflinePlanner, parameter_variants
+from autofe.knowledge_base.corpus import load_corpus
+
+DOCS = load_corpus()
+WITH_PARAMS = next(d for d in DOCS if any(r.params for r in d.recipes))
+
+
+def _request(
+    doc_ids: list[str], feedback: dict[str, Any] | None = None, **kw: Any
+) -> ProposalRequest:
+    snippets = [KnowledgeSnippet(doc_id=d, title=d, text="") for d in doc_ids]
+    return ProposalRequest(
+        profile=kw.pop("profile", {}), knowledge=snippets, feedback=feedback or {}, **kw
+    )
+
+
+def test_round_zero_renders_every_recipe_of_the_retrieved_documents() -> None:
+    docs = [d.id for d in DOCS[:5]]
+    batch = OfflinePlanner(DOCS).propose(_request(docs, max_proposals=500))
+    expected = [r.name for d in DOCS[:5] for r in d.recipes]
+    assert [p.name for p in batch.proposals] == expected
+    assert all(p.kb_refs for p in batch.proposals) and batch.usage.requests == 0
+
+
+def test_nothing_is_proposed_twice() -> None:
+    planner = OfflinePlanner(DOCS)
+    first = planner.propose(_request([DOCS[0].id], max_proposals=500))
+    ids = [p.to_spec("offline", "").feature_id for p in first.proposals]
+    again = planner.propose(_request([DOCS[0].id], {"proposed_ids": ids}, max_proposals=500))
+    assert first.proposals and not again.proposals
+
+
+def test_recipes_reading_empty_tables_are_skipped() -> None:
+    docs = [d.id for d in DOCS]
+    all_ = OfflinePlanner(DOCS).propose(_request(docs, max_proposals=1000))
+    some = OfflinePlanner(DOCS).propose(
+        _request(docs, profile={"empty_tables": ["stages", "tasks"]}, max_proposals=1000)
+    )
+    assert 0 < len(some.proposals) < len(all_.proposals)
+    assert not any("stages" in p.sql.lower().split() for p in some.proposals)
+
+
+def test_kept_features_get_variants_and_combinations() -> None:
+    recipe = next(r for r in WITH_PARAMS.recipes if r.params)
+    planner = OfflinePlanner(DOCS)
+    base = planner.propose(_request([WITH_PARAMS.id], max_proposals=500)).proposals
+    kept = [
+        {
+            "name": p.name,
+            "sql": p.sql,
+            "importance": 1.0 / (i + 1),
+            "kb_refs": p.kb_refs,
+            "value_type": p.value_type,
+            "origin": p.name,
+        }
+        for i, p in enumerate(base)
+    ]
+    batch = planner.propose(_request([], {"kept": kept}, max_proposals=500))
+    names = [p.name for p in batch.proposals]
+    expected = [f"{recipe.name}_{k}{v}" for o in parameter_variants(recipe) for k, v in o.items()]
+    assert expected and set(expected) <= set(names)
+    combos = [p for p in batch.proposals if p.category == "interaction"]
+    numeric = [k for k in kept if k["value_type"] != "VARCHAR"][:5]
+    assert len(combos) == len(numeric) * (len(numeric) - 1)  # product and ratio per pair
