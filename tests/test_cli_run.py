@@ -21,6 +21,7 @@ def test_a_short_run_writes_the_run_directory(tmp_path: Path) -> None:
     metrics = json.loads(result.stdout)
     assert metrics["proposed"] == 12 and metrics["stop_reason"] in ("max_iterations", "targets_met")
     assert metrics["holdout"]["n"] > 0 and len(metrics["iterations"]) == 1
+    assert 1 < metrics["structurally_distinct"] <= metrics["proposed"]
     for name in ("model.joblib", "metrics.json", "report.html", "run.log", "settings.json"):
         assert (out / name).is_file(), name
     assert (out / "features" / "catalog.json").is_file()

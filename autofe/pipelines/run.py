@@ -31,6 +31,7 @@ from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.pipelines.ingest import ingest
 from autofe.pipelines.run_report import write_run_report
 from autofe.sandbox.limits import SandboxLimits
+from autofe.sandbox.rewrite import structure_key
 from autofe.tools.server import ServerConfig, build_server
 
 SETTINGS_FILE = "settings.json"
@@ -196,6 +197,7 @@ def run_metrics(state: dict[str, Any], seconds: float) -> dict[str, Any]:
         "holdout": final.get("holdout"),
         "model": final.get("model"),
         "proposed": len(proposals),
+        "structurally_distinct": len({structure_key(c["sql"]) for c in proposals}),
         "accepted": len(kept),
         "accepted_by_category": dict(sorted(by_category.items())),
         "rejected_by_stage": dict(sorted(by_stage.items())),

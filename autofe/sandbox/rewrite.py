@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlglot  # noqa: F401  (the doctests use it)
+import sqlglot
 from sqlglot import exp
 
 from autofe.sandbox.guard import in_cte_scope
@@ -41,3 +41,23 @@ def restricted(tree: exp.Query, run_ids: Sequence[str]) -> str:
     ids = [exp.Literal.string(r) for r in run_ids]
     query = exp.select("*").from_(tree.copy().subquery("_feature"))
     return query.where(exp.column(key, table="_feature").isin(*ids)).sql(DIALECT)
+
+
+def structure_key(sql: str) -> str:
+    """The query with every literal replaced by ``?``: two features differing only in constants
+    (a window of 5 runs or 10) have the same structure.
+
+    >>> structure_key("SELECT run_id, 5 AS value FROM runs WHERE x = 'a'")
+    'SELECT run_id, ? AS value FROM runs WHERE x = ?'
+    >>> structure_key("SELECT run_id, 10 AS value FROM runs WHERE x = 'b'") == structure_key(
+    ...     "SELECT run_id, 5 AS value FROM runs WHERE x = 'a'")
+    True
+    """
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except sqlglot.errors.SqlglotError:
+        return " ".join(sql.split())
+    normalized = tree.transform(
+        lambda node: exp.Placeholder() if isinstance(node, exp.Literal) else node
+    )
+    return normalized.sql(DIALECT)
