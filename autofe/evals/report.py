@@ -86,10 +86,11 @@ def build_report(
         GateRejected: a feature of any set fails a gate.
         ConfigError: too few runs, or an empty feature set.
     """
-    sets = [
+    evaluated = [
         _evaluate_set(db, name, tuple(specs), holdout, seed) for name, specs in feature_sets.items()
     ]
-    first = feature_matrix(db, next(iter(feature_sets.values())))
+    sets = [result for result, _ in evaluated]
+    first = evaluated[0][1]  # the baselines learn from the first set's matrix, computed once
     cut = round(len(first) * (1.0 - holdout))
     baselines = sklearn_baselines(first, cut, seed)
     with open_warehouse(db, read_only=True) as con:
@@ -105,7 +106,7 @@ def build_report(
 
 def _evaluate_set(
     db: Path, name: str, specs: tuple[FeatureSpec, ...], holdout: float, seed: int
-) -> SetResult:
+) -> tuple[SetResult, Dataset]:
     started = time.perf_counter()
     gate_features(db, specs)
     gated = time.perf_counter()
@@ -124,7 +125,7 @@ def _evaluate_set(
     options = sweep_options(db, cross_validate(data, COST_FOLDS, COST_MIN_TRAIN, seed))
     if options:
         result.cost = compare_policies(options)
-    return result
+    return result, data
 
 
 def gain_shares(model: RuntimeModel) -> dict[str, float]:
