@@ -151,7 +151,14 @@ def build_plan(
     """
     _check_numbers(runs, days, scale_factors, sweep_points, repeat_jobs, repeats)
     extra = [
-        *_sweep_plan(_named(jobs, sweep_jobs, "sweep"), seed, days, scale_factors, sweep_points),
+        *_sweep_plan(
+            _named(jobs, sweep_jobs, "sweep"),
+            seed,
+            days,
+            scale_factors,
+            sweep_points,
+            shuffle=not sweep_jobs,
+        ),
         *_repeat_plan(jobs, seed, days, scale_factors, repeat_jobs, repeats),
     ]
     plan = plan_runs(jobs, runs, seed, days, scale_factors) if runs else []
@@ -181,11 +188,17 @@ def _sweep_plan(
     days: int,
     scale_factors: Sequence[float],
     points: int,
+    shuffle: bool = True,
 ) -> list[RunSpec]:
-    """Sweep points go round the jobs in a seeded order (so with at least as many points as
-    jobs every job has a sweep); each point draws a day, scale factor and parameter seed."""
+    """Sweep points go round the jobs (so with at least as many points as jobs every job has a
+    sweep); each point draws a day, scale factor and parameter seed.
+
+    All jobs go round in a seeded order; named ``--sweep-jobs`` in the order given, so the first
+    ones get the extra points when the points are not a multiple of the jobs.
+    """
     order = list(jobs)
-    random.Random(f"{seed}:sweep-order").shuffle(order)
+    if shuffle:
+        random.Random(f"{seed}:sweep-order").shuffle(order)
     plan: list[RunSpec] = []
     for k in range(points):
         rng = random.Random(f"{seed}:sweep-point:{k}")

@@ -154,6 +154,16 @@ def test_sweep_jobs_limit_the_rotation_and_unknown_names_are_refused() -> None:
         )
 
 
+def test_named_sweep_jobs_go_round_in_the_order_given() -> None:
+    names = tuple(j.name for j in reversed(JOBS))
+    points = len(names) + 1
+    plan = build_plan(
+        JOBS, 0, seed=2, days=5, scale_factors=(0.01,), sweep_points=points, sweep_jobs=names
+    )
+    visited = [plan[i * len(sweep_configs())].job.name for i in range(points)]
+    assert visited == [*names, names[0]]
+
+
 def test_repeat_jobs_are_identical_runs_tagged_by_index() -> None:
     names = ["revenue_by_nation", "skewed_parts_etl"]
     plan = build_plan(JOBS, 0, seed=1, days=3, scale_factors=(0.01,), repeat_jobs=names, repeats=4)
