@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from autofe import __version__
-from autofe.config import DEFAULT_DB, IngestSettings, example_workspace
+from autofe.config import DEFAULT_DB, IngestSettings, example_workspace, workspace_path
 from autofe.console import (
     EXIT_PARTIAL,
     EXIT_REJECTED,
@@ -102,7 +102,7 @@ def ingest(
     """Ingest Spark event logs, Databricks workspace folders and run tables into the warehouse."""
     from autofe.pipelines.ingest import ingest as run_ingest
 
-    inputs = paths or [example_workspace()]
+    inputs = [workspace_path(p) for p in paths] if paths else [example_workspace()]
     settings = IngestSettings(db=db, workers=workers)
     if as_json:
         report = run_ingest(inputs, settings, mapping)
@@ -397,7 +397,7 @@ def run_command(
             per_round=per_round,
             min_proposals=min_proposals,
         )
-        space = str((workspace or example_workspace()).resolve())
+        space = str((workspace_path(workspace) if workspace else example_workspace()).resolve())
         settings = RunSettings(space, loop, LLMSettings.from_env(llm, model))
         result = start_run(settings, out_dir or Path("runs") / stamp, progress=progress)
     if as_json:

@@ -16,6 +16,7 @@ LAYER = {
     "featurespec": 0,
     "feature_catalog": 0,
     "console": 0,
+    "workspace_archive": 0,
     "warehouse": 1,
     "sandbox": 1,
     "knowledge_base": 1,

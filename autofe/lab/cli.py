@@ -9,12 +9,14 @@ from typing import Annotated
 
 import typer
 
+from autofe.config import workspace_path
 from autofe.console import user_errors
 from autofe.errors import ConfigError
 from autofe.lab.effects import effects_text, measure_workspace
 from autofe.lab.generate import DEFAULT_SCALE_FACTORS, generate
 from autofe.lab.histogram import write_histogram
 from autofe.lab.noise import NoiseRow, noise_floor
+from autofe.workspace_archive import ARCHIVE_NAME, pack_workspace
 
 lab_app = typer.Typer(help="Lab workloads on local PySpark.", no_args_is_help=True)
 
@@ -79,7 +81,7 @@ def noise_command(
     """Per job, the spread of execution_duration over its finished repeat runs."""
     if warmup < 0:
         raise ConfigError(f"--warmup must not be negative, got {warmup}")
-    rows = noise_floor(workspace, warmup)
+    rows = noise_floor(workspace_path(workspace), warmup)
     if as_json:
         typer.echo(json.dumps([asdict(r) for r in rows]))
     elif not rows:
@@ -104,7 +106,7 @@ def effects_command(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Shape, runtime spread, pruning and skew effects of a workspace (ingested in memory)."""
-    effects = measure_workspace(workspace)
+    effects = measure_workspace(workspace_path(workspace))
     if png is not None:
         write_histogram(effects.durations, png, f"{workspace.name}: {len(effects.durations)} runs")
     report = {**asdict(effects), "spread": effects.shape.spread}
@@ -113,3 +115,25 @@ def effects_command(
         typer.echo(json.dumps(report, default=str))
         return
     typer.echo(effects_text(effects))
+
+
+@lab_app.command("pack")
+@user_errors
+def pack_command(
+    workspace: Annotated[Path, typer.Option("--workspace", help="A generated workspace.")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help=f"Archive to write (default: WORKSPACE/{ARCHIVE_NAME})."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Pack a workspace into one solid .tar.zst that every workspace argument accepts."""
+    report = pack_workspace(workspace, out or workspace / ARCHIVE_NAME)
+    data = {**asdict(report), "archive": str(report.archive)}
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    typer.echo(
+        f"{report.archive}: {report.files} files, {report.bytes_in / 1e6:.1f} MB in, "
+        f"{report.bytes_out / 1e6:.1f} MB out, sha256 {report.sha256[:16]}"
+    )
