@@ -84,21 +84,24 @@ def _table(table: Mapping[str, Any], rows: int) -> dict[str, Any]:
 
 
 def queries(profile: Mapping[str, Any], feedback: Mapping[str, Any], iteration: int) -> list[str]:
-    """Retrieval queries: the profile's in round 0, the feedback's afterwards.
+    """Retrieval queries: the profile's in round 0; the feedback's first afterwards, then the
+    profile's again, so that documents not used yet keep coming when the targeted search finds
+    nothing new (:func:`retrieve` puts used documents last).
 
-    >>> queries({"tables": {}, "job_types": {}}, {"worst_jobs": [{"job_name": "skewed_sales"}]}, 1)
+    >>> feedback = {"worst_jobs": [{"job_name": "skewed_sales"}]}
+    >>> queries({"tables": {}, "job_types": {}}, feedback, 1)[:2]
     ['runtime varies for skewed sales', 'runtime of long jobs and their largest inputs']
     """
+    out = list(BASE_QUERIES)
+    if profile.get("tables", {}).get("stages", {}).get("rows", 0):
+        out += EVENT_LOG_QUERIES
+    if profile.get("job_types", {}).get("python", 0):
+        out += PYTHON_QUERIES
     if iteration == 0:
-        out = list(BASE_QUERIES)
-        if profile.get("tables", {}).get("stages", {}).get("rows", 0):
-            out += EVENT_LOG_QUERIES
-        if profile.get("job_types", {}).get("python", 0):
-            out += PYTHON_QUERIES
         return out
     jobs = [str(j.get("job_name") or j.get("job_id", "")) for j in feedback.get("worst_jobs", [])]
-    out = [f"runtime varies for {name.replace('_', ' ')}" for name in jobs if name]
-    return [*out, "runtime of long jobs and their largest inputs"]
+    targeted = [f"runtime varies for {name.replace('_', ' ')}" for name in jobs if name]
+    return [*targeted, "runtime of long jobs and their largest inputs", *out]
 
 
 def retrieve(kb: KnowledgeBase, texts: Sequence[str], seen: set[str]) -> list[KnowledgeSnippet]:

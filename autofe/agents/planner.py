@@ -34,7 +34,7 @@ from autofe.knowledge_base.corpus import Document, Recipe, load_corpus, recipe_s
 from autofe.sandbox.rewrite import referenced_tables
 
 VARIANT_FACTORS = (0.5, 2.0)
-TOP_COMBINE = 5
+TOP_COMBINE = 8
 _NAME_TAIL = re.compile(r"[^a-z0-9_]+")
 
 
