@@ -26,14 +26,19 @@ class NoiseRow:
     cv: float | None
 
 
+JVM_LAUNCH_MS = 2000
+
+
 def noise_floor(workspace: Path, warmup: int = 0) -> list[NoiseRow]:
     """Per job, n, mean, std and coefficient of variation of ``execution_duration``.
 
     Reads ``runs/*.json`` and keeps the successful runs tagged ``repeat`` (the runs of
     ``autofe lab generate --repeat-jobs``); failed attempts are left out because a lost node
-    cuts their duration short. Repeats numbered below ``warmup`` are left out too: the first
-    runs in a fresh JVM pay JIT compilation and a cold page cache, which is start-up, not the
-    job's own variation. Rows are sorted by job name.
+    cuts their duration short. With ``warmup`` N, a job's repeats numbered below N are left
+    out, and so are the N repeats from one whose setup took ≥ ``JVM_LAUNCH_MS`` (it launched a
+    JVM, as after a resumed generation; a warm session starts in about 0.1 s): the first runs
+    in a fresh JVM pay JIT compilation and a cold page cache, which is start-up, not the job's
+    own variation. Rows are sorted by job name.
 
     Raises:
         ConfigError: ``workspace`` has no ``runs/`` folder or holds an unreadable run file.
@@ -41,15 +46,25 @@ def noise_floor(workspace: Path, warmup: int = 0) -> list[NoiseRow]:
     runs_dir = workspace / "runs"
     if not runs_dir.is_dir():
         raise ConfigError(f"{workspace} has no runs/ folder; is it a lab workspace?")
-    seconds: dict[str, list[float]] = defaultdict(list)
+    repeats: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for path in sorted(runs_dir.glob("*.json")):
         run = _read_run(path)
-        repeat = run.get("tags", {}).get("repeat")
-        if repeat is None or repeat < warmup:
-            continue
-        if run.get("state", {}).get("result_state") == "SUCCESS":
-            seconds[str(run["run_name"])].append(run["execution_duration"] / 1000)
-    return [_row(job, values) for job, values in sorted(seconds.items())]
+        if run.get("tags", {}).get("repeat") is not None:
+            repeats[str(run["run_name"])].append(run)
+    warm = {job: _warm_seconds(runs, warmup) for job, runs in sorted(repeats.items())}
+    return [_row(job, seconds) for job, seconds in warm.items() if seconds]
+
+
+def _warm_seconds(runs: list[dict[str, Any]], warmup: int) -> list[float]:
+    """Execution seconds of the successful repeats past the warm-up (see :func:`noise_floor`)."""
+    out, since_launch = [], warmup
+    for run in sorted(runs, key=lambda r: r["tags"]["repeat"]):
+        launched = (run.get("setup_duration") or 0) >= JVM_LAUNCH_MS
+        since_launch = 0 if launched else since_launch + 1
+        warm = run["tags"]["repeat"] >= warmup and since_launch >= warmup
+        if warm and run.get("state", {}).get("result_state") == "SUCCESS":
+            out.append(run["execution_duration"] / 1000)
+    return out
 
 
 def _row(job: str, values: list[float]) -> NoiseRow:

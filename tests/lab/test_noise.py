@@ -48,6 +48,19 @@ def test_noise_floor_uses_only_successful_repeat_runs(tmp_path: Path) -> None:
     assert (etl_warm.n, etl_warm.mean) == (2, 3.5)  # repeat 0 warmed the JVM up
 
 
+def test_a_resumed_generation_s_fresh_jvm_is_warm_up_too(tmp_path: Path) -> None:
+    """Repeat 3 launched a JVM (setup 5 s): with warm-up 2 it and repeat 4 are left out."""
+    seconds = [9.0, 6.0, 4.0, 12.0, 7.0, 4.2, 4.1]
+    (tmp_path / "runs").mkdir()
+    for i, s in enumerate(seconds):
+        run = _run(1001 + i, "etl", int(s * 1000), i) | {"setup_duration": 5000 if i == 3 else 90}
+        (tmp_path / "runs" / f"{1001 + i}.json").write_text(json.dumps(run))
+    (row,) = noise_floor(tmp_path, warmup=2)
+    assert row.n == 3 and math.isclose(row.mean, (4.0 + 4.2 + 4.1) / 3)
+    (cold,) = noise_floor(tmp_path)
+    assert cold.n == len(seconds)
+
+
 def test_noise_floor_needs_a_runs_folder(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="has no runs/ folder"):
         noise_floor(tmp_path)
