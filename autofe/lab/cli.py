@@ -42,6 +42,12 @@ def generate_command(
         typer.Option("--repeat-jobs", help="Append --repeats identical runs of this job."),
     ] = None,
     repeats: Annotated[int, typer.Option("--repeats", help="Runs per --repeat-jobs job.")] = 0,
+    recurring: Annotated[
+        bool,
+        typer.Option(
+            "--recurring", help="Scheduled jobs keep their usual parameters and configuration."
+        ),
+    ] = False,
     data_dir: Annotated[Path | None, typer.Option("--data-dir")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -57,6 +63,7 @@ def generate_command(
         sweep_jobs=tuple(sweep_jobs or ()),
         repeat_jobs=tuple(repeat_jobs or ()),
         repeats=repeats,
+        recurring=recurring,
         data_dir=data_dir,
         show_progress=not as_json,
     )

@@ -20,6 +20,7 @@ from autofe.lab.plan import (
     FIRST_RUN_ID,
     LabJobLike,
     RunSpec,
+    habit,
     plan_repeats,
     plan_runs,
     plan_sweep,
@@ -85,6 +86,7 @@ def generate(
     sweep_jobs: Sequence[str] = (),
     repeat_jobs: Sequence[str] = (),
     repeats: int = 0,
+    recurring: bool = False,
     data_dir: Path | None = None,
     show_progress: bool = False,
 ) -> GenerateReport:
@@ -109,6 +111,7 @@ def generate(
         tuple(repeat_jobs),
         repeats,
         tuple(sweep_jobs),
+        recurring,
     )
     out = _writable(out)
     settings: dict[str, Any] = {
@@ -125,6 +128,8 @@ def generate(
         settings["sweep_jobs"] = list(sweep_jobs)
     if repeat_jobs:
         settings |= {"repeat_jobs": list(repeat_jobs), "repeats": repeats}
+    if recurring:
+        settings["recurring"] = True
     return execute_plan(out, plan, settings, days, data_dir, show_progress)
 
 
@@ -138,10 +143,13 @@ def build_plan(
     repeat_jobs: Sequence[str] = (),
     repeats: int = 0,
     sweep_jobs: Sequence[str] = (),
+    recurring: bool = False,
 ) -> list[RunSpec]:
     """The main plan, then ``sweep_points`` sweeps, then ``repeats`` runs of each repeat job.
 
-    Sweep points go round ``sweep_jobs`` (default: every job).
+    Sweep points go round ``sweep_jobs`` (default: every job). With ``recurring``, scheduled
+    jobs keep their habit (:func:`autofe.lab.plan.habit`) in the main plan, and their sweep
+    points use their usual parameters.
 
     Appended runs are numbered after the main plan; all of it is a pure function of the
     arguments.
@@ -152,16 +160,15 @@ def build_plan(
     _check_numbers(runs, days, scale_factors, sweep_points, repeat_jobs, repeats)
     extra = [
         *_sweep_plan(
+            jobs,
             _named(jobs, sweep_jobs, "sweep"),
-            seed,
-            days,
-            scale_factors,
-            sweep_points,
-            shuffle=not sweep_jobs,
+            SweepSettings(
+                seed, days, tuple(scale_factors), sweep_points, not sweep_jobs, recurring
+            ),
         ),
         *_repeat_plan(jobs, seed, days, scale_factors, repeat_jobs, repeats),
     ]
-    plan = plan_runs(jobs, runs, seed, days, scale_factors) if runs else []
+    plan = plan_runs(jobs, runs, seed, days, scale_factors, recurring) if runs else []
     first = FIRST_RUN_ID + len(plan)
     plan += [replace(spec, run_id=first + i) for i, spec in enumerate(extra)]
     return [replace(s, version=script_version(s.job, s.day, days, seed)) for s in plan]
@@ -182,29 +189,40 @@ def _named(jobs: Sequence[LabJobLike], names: Sequence[str], role: str) -> list[
     return [by_name[n] for n in dict.fromkeys(names)]
 
 
+@dataclass(frozen=True)
+class SweepSettings:
+    """How sweep points are drawn (see :func:`_sweep_plan`)."""
+
+    seed: int
+    days: int
+    scale_factors: tuple[float, ...]
+    points: int
+    shuffle: bool = True
+    recurring: bool = False
+
+
 def _sweep_plan(
-    jobs: Sequence[LabJobLike],
-    seed: int,
-    days: int,
-    scale_factors: Sequence[float],
-    points: int,
-    shuffle: bool = True,
+    jobs: Sequence[LabJobLike], swept: Sequence[LabJobLike], settings: SweepSettings
 ) -> list[RunSpec]:
-    """Sweep points go round the jobs (so with at least as many points as jobs every job has a
-    sweep); each point draws a day, scale factor and parameter seed.
+    """Sweep points go round the ``swept`` jobs (so with at least as many points as jobs every
+    job has a sweep); each point draws a day, scale factor and parameter seed.
 
     All jobs go round in a seeded order; named ``--sweep-jobs`` in the order given, so the first
-    ones get the extra points when the points are not a multiple of the jobs.
+    ones get the extra points when the points are not a multiple of the jobs. Job ids come
+    from ``jobs`` (the whole workspace), so a job's sweep runs share its id.
     """
-    order = list(jobs)
-    if shuffle:
-        random.Random(f"{seed}:sweep-order").shuffle(order)
+    order = list(swept)
+    if settings.shuffle:
+        random.Random(f"{settings.seed}:sweep-order").shuffle(order)
     plan: list[RunSpec] = []
-    for k in range(points):
-        rng = random.Random(f"{seed}:sweep-point:{k}")
-        job, day = order[k % len(order)], rng.randrange(days)
-        sf, point_seed = rng.choice(list(scale_factors)), rng.randrange(2**31)
-        plan += plan_sweep(job, jobs, point_seed, day, sf)
+    for k in range(settings.points):
+        rng = random.Random(f"{settings.seed}:sweep-point:{k}")
+        job, day = order[k % len(order)], rng.randrange(settings.days)
+        sf, point_seed = rng.choice(list(settings.scale_factors)), rng.randrange(2**31)
+        usual = None
+        if settings.recurring and job.schedule != "adhoc":
+            usual = habit(job, settings.seed, settings.days)
+        plan += plan_sweep(job, jobs, point_seed, day, sf, usual)
     return plan
 
 

@@ -15,10 +15,13 @@ from typing import Protocol
 
 from autofe.errors import ConfigError
 from autofe.lab.clock import submit_ms
-from autofe.lab.configs import ClusterConfig, draw_config, sweep_configs
+from autofe.lab.configs import SPOT_LOSS_SHARE, ClusterConfig, draw_config, sweep_configs
 
 FIRST_RUN_ID = 1001
 SCHEDULE_WEIGHT = {"hourly": 3.0, "daily": 1.0, "weekly": 0.3, "adhoc": 0.5}
+OFF_HABIT_SHARE = 0.15
+"""Recurring mode: the share of a scheduled job's runs that leave its habit (a backfill, a
+manual re-run with other parameters, someone trying another cluster)."""
 
 
 class LabJobLike(Protocol):
@@ -83,12 +86,20 @@ def select_jobs(jobs: Sequence[LabJobLike], names: Sequence[str] | None) -> list
 
 
 def plan_runs(
-    jobs: Sequence[LabJobLike], runs: int, seed: int, days: int, scale_factors: Sequence[float]
+    jobs: Sequence[LabJobLike],
+    runs: int,
+    seed: int,
+    days: int,
+    scale_factors: Sequence[float],
+    recurring: bool = False,
 ) -> list[RunSpec]:
     """``runs`` runs over ``days`` virtual days; spot losses add a retry run after them.
 
     Jobs are drawn by schedule weight, then a day, a time fitting the schedule, parameters, a
-    scale factor and a configuration. Run ids follow virtual submit order.
+    scale factor and a configuration. With ``recurring``, a scheduled (not ad-hoc) job keeps
+    its :func:`habit` — the same parameter draws (its dates follow the day) and configuration —
+    except for a share ``OFF_HABIT_SHARE`` of its runs, as production jobs do. Run ids follow
+    virtual submit order.
     """
     ids = job_ids(jobs)
     hours = {job.name: random.Random(f"{seed}:hour:{job.name}").randrange(24) for job in jobs}
@@ -99,17 +110,10 @@ def plan_runs(
         job = rng.choices(list(jobs), weights=weights)[0]
         day = rng.randrange(days)
         when = submit_ms(rng, job.schedule, day, hours[job.name])
-        drafts.append(
-            (
-                when,
-                i,
-                job,
-                day,
-                job.params(rng, day),
-                rng.choice(list(scale_factors)),
-                draw_config(rng),
-            )
-        )
+        params, sf, config = job.params(rng, day), rng.choice(list(scale_factors)), draw_config(rng)
+        if recurring and job.schedule != "adhoc" and rng.random() >= OFF_HABIT_SHARE:
+            params, config = _habitual(job, seed, day, days, rng)
+        drafts.append((when, i, job, day, params, sf, config))
     drafts.sort(key=lambda d: (d[0], d[1]))
     plan: list[RunSpec] = []
     for when, _, job, day, params, sf, config in drafts:
@@ -118,6 +122,48 @@ def plan_runs(
         if config.spot_loss:
             plan.append(_retry(spec, len(plan) + FIRST_RUN_ID))
     return plan
+
+
+@dataclass(frozen=True)
+class Habit:
+    """How a scheduled job usually runs: a parameter seed and a configuration that changes once."""
+
+    params_seed: int
+    configs: tuple[ClusterConfig, ClusterConfig]
+    change_day: int
+
+    def params(self, job: LabJobLike, day: int) -> dict[str, str]:
+        """The job's usual parameters on ``day`` (the same draws every run; dates move)."""
+        return job.params(random.Random(self.params_seed), day)
+
+    def config(self, day: int) -> ClusterConfig:
+        return self.configs[0] if day < self.change_day else self.configs[1]
+
+
+def habit(job: LabJobLike, seed: int, days: int) -> Habit:
+    """A job's habit, drawn from the seed: its configuration changes on a day in the middle
+    third of the calendar, so its history has runs before and after the change.
+
+    >>> class J:
+    ...     name = "j"
+    >>> habit(J(), 1, 30) == habit(J(), 1, 30) and 10 <= habit(J(), 1, 30).change_day <= 20
+    True
+    """
+    rng = random.Random(f"{seed}:habit:{job.name}")
+    configs = (draw_config(rng), draw_config(rng))
+    change_day = rng.randrange(days // 3, 2 * days // 3 + 1)
+    return Habit(rng.randrange(2**31), configs, change_day)
+
+
+def _habitual(
+    job: LabJobLike, seed: int, day: int, days: int, rng: random.Random
+) -> tuple[dict[str, str], ClusterConfig]:
+    """A habitual run's parameters and configuration; whether a spot node is lost stays a
+    per-run draw."""
+    usual = habit(job, seed, days)
+    config = usual.config(day)
+    lost = config.spot and rng.random() < SPOT_LOSS_SHARE
+    return usual.params(job, day), replace(config, spot_loss=lost)
 
 
 def _retry(failed: RunSpec, run_id: int) -> RunSpec:
@@ -132,11 +178,19 @@ def _retry(failed: RunSpec, run_id: int) -> RunSpec:
 
 
 def plan_sweep(
-    job: LabJobLike, jobs: Sequence[LabJobLike], seed: int, day: int, scale_factor: float
+    job: LabJobLike,
+    jobs: Sequence[LabJobLike],
+    seed: int,
+    day: int,
+    scale_factor: float,
+    usual: Habit | None = None,
 ) -> list[RunSpec]:
-    """The same job, parameters and data day under every candidate configuration."""
+    """The same job, parameters and data day under every candidate configuration (the job's
+    usual parameters when its ``usual`` habit is given)."""
     rng = random.Random(f"{seed}:sweep:{job.name}:{day}")
     params = job.params(rng, day)
+    if usual is not None:
+        params = usual.params(job, day)
     when = submit_ms(rng, "adhoc", day, 0)
     configs = sweep_configs()
     tags: list[dict[str, object]] = [{"sweep": True} for _ in configs]

@@ -15,7 +15,8 @@ import pytest
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError
 from autofe.lab.configs import sweep_configs
-from autofe.lab.generate import build_plan, generate
+from autofe.lab.generate import build_plan, generate, load_jobs
+from autofe.lab.plan import OFF_HABIT_SHARE, RunSpec, habit
 from autofe.lab.runner import Outcome
 from autofe.lab.workspace_writer import write_run, write_static
 from autofe.pipelines.ingest import ingest
@@ -162,6 +163,44 @@ def test_named_sweep_jobs_go_round_in_the_order_given() -> None:
     )
     visited = [plan[i * len(sweep_configs())].job.name for i in range(points)]
     assert visited == [*names, names[0]]
+
+
+def test_sweep_runs_carry_their_job_s_id_whatever_the_sweep_order() -> None:
+    names = tuple(j.name for j in reversed(JOBS))
+    plan = build_plan(
+        JOBS, 6, seed=2, days=5, scale_factors=(0.01,), sweep_points=2, sweep_jobs=names
+    )
+    ids: dict[str, int] = {}
+    assert all(ids.setdefault(s.job.name, s.job_id) == s.job_id for s in plan)
+    assert ids == {"revenue_by_nation": 101, "skewed_parts_etl": 102}
+
+
+def _habitual(spec: RunSpec, seed: int, days: int) -> bool:
+    usual = habit(spec.job, seed, days)
+    same_config = replace(spec.config, spot_loss=False) == replace(
+        usual.config(spec.day), spot_loss=False
+    )
+    return same_config and spec.params == usual.params(spec.job, spec.day)
+
+
+def test_recurring_jobs_keep_their_habit_and_ad_hoc_ones_do_not() -> None:
+    jobs = load_jobs()
+    plan = build_plan(
+        jobs, 400, seed=3, days=30, scale_factors=(1.0,), sweep_points=31, recurring=True
+    )
+    main = [s for s in plan if not s.tags and s.attempt == 0]
+    scheduled = [s for s in main if s.job.schedule != "adhoc"]
+    adhoc = [s for s in main if s.job.schedule == "adhoc"]
+    share = sum(_habitual(s, 3, 30) for s in scheduled) / len(scheduled)
+    assert 1 - OFF_HABIT_SHARE - 0.07 <= share <= 1 - OFF_HABIT_SHARE + 0.07
+    assert adhoc and sum(_habitual(s, 3, 30) for s in adhoc) <= 1
+    changed = {s.job.name for s in scheduled if s.config.master != scheduled[0].config.master}
+    assert changed  # configurations still differ between jobs
+    sweeps = [s for s in plan if s.tags.get("sweep") and s.job.schedule != "adhoc"]
+    assert sweeps and all(s.params == habit(s.job, 3, 30).params(s.job, s.day) for s in sweeps)
+    plain = build_plan(jobs, 400, seed=3, days=30, scale_factors=(1.0,))
+    plain_scheduled = [s for s in plain if s.attempt == 0 and s.job.schedule != "adhoc"]
+    assert sum(_habitual(s, 3, 30) for s in plain_scheduled) / len(plain_scheduled) < 0.1
 
 
 def test_repeat_jobs_are_identical_runs_tagged_by_index() -> None:
