@@ -130,11 +130,18 @@ def suite(
         Path | None,
         typer.Option("--generated", help="Generated features for the example workspace."),
     ] = None,
+    generated_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--generated-dir",
+            help="autofe run directories per third-party dataset (DIR/c3o, DIR/cherrypick...).",
+        ),
+    ] = None,
 ) -> None:
     """The example report plus the third-party protocols; writes DIR/results.md."""
     from autofe.evals.suite import results_markdown, run_suite
 
     names = ["manual", "generated", "both"] if generated is not None else ["manual"]
     with err.status("running the evaluation suite…"):
-        result = run_suite(out_dir, feature_sets(names, generated))
+        result = run_suite(out_dir, feature_sets(names, generated), generated_dir=generated_dir)
     out.print(results_markdown(result), highlight=False, markup=False)

@@ -24,6 +24,8 @@ from numpy.typing import NDArray
 
 from autofe.errors import ConfigError
 from autofe.evals.cost import Option
+from autofe.evals.masked import masked_out_of_fold
+from autofe.featurespec import FeatureSpec
 from autofe.modeling.conformal import conformal_quantile
 from autofe.modeling.dataset import Dataset, FeatureValues, Value, build_dataset, labelled_runs
 from autofe.modeling.metrics import score
@@ -158,11 +160,17 @@ def leave_one_group_out(groups: Sequence[str]) -> Folds:
 def out_of_fold(data: Dataset, folds: Folds, seed: int = 0) -> NDArray[np.float64]:
     """Each run's prediction (seconds) by the model of the fold that held it out."""
     predicted = np.full(len(data), np.nan)
-    log_y = np.log(data.seconds)
     for train, test in folds:
-        model = _model(seed).fit(data.x[train], log_y[train])
-        predicted[test] = np.exp(model.predict(data.x[test]))
+        predicted[test] = np.exp(fit_predict(data, train, test, seed))
     return predicted
+
+
+def fit_predict(
+    data: Dataset, train: NDArray[np.intp], test: NDArray[np.intp], seed: int = 0
+) -> NDArray[np.float64]:
+    """Log-duration predictions for ``test`` by the protocol model fitted on ``train``."""
+    model = _model(seed).fit(data.x[train], np.log(data.seconds[train]))
+    return np.asarray(model.predict(data.x[test]), dtype=np.float64)
 
 
 def interval_highs(
@@ -231,6 +239,35 @@ def evaluate_protocols(
                     m.mape,
                     m.r2,
                     m.within_10,
+                )
+            )
+    return results
+
+
+def evaluate_generated(
+    db: Path,
+    dataset: str,
+    feature_sets: Mapping[str, tuple[Sequence[FeatureSpec], FeatureValues]],
+    seed: int = 0,
+) -> list[ProtocolResult]:
+    """Feature sets that may read other runs' outcomes, under every protocol: each fold
+    computes them with its test runs' outcomes hidden (:mod:`autofe.evals.masked`). A set is
+    its specs plus values that read no outcomes (e.g. raw columns)."""
+    runs, groups = labelled_groups(db)
+    results = []
+    for protocol, make_folds in PROTOCOLS:
+        if protocol.startswith("leave") and len(set(groups.node_type)) < 2:
+            continue
+        folds = make_folds(groups, seed)
+        for name, (specs, extra) in feature_sets.items():
+            predicted = masked_out_of_fold(
+                db, runs, specs, folds, lambda d, tr, te: fit_predict(d, tr, te, seed), extra
+            )
+            m = score(np.array([r[3] for r in runs]), predicted)
+            n_features = len(specs) + len(extra)
+            results.append(
+                ProtocolResult(
+                    dataset, protocol, name, n_features, len(folds), m.n, m.mape, m.r2, m.within_10
                 )
             )
     return results

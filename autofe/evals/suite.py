@@ -24,11 +24,13 @@ from autofe.evals.protocols import (
     CLUSTER_COLUMNS,
     ProtocolResult,
     config_choice_options,
+    evaluate_generated,
     evaluate_protocols,
     raw_values,
 )
 from autofe.evals.render import write_report
 from autofe.evals.report import Report, build_report
+from autofe.feature_catalog import read_feature_set
 from autofe.featurespec import FeatureSpec
 from autofe.pipelines.ingest import ingest
 from autofe.pipelines.run_table import load_mapping
@@ -53,10 +55,14 @@ def run_suite(
     mappings: Path = MAPPINGS,
     datasets: Sequence[str] = DATASETS,
     example_db: Path | None = None,
+    generated_dir: Path | None = None,
 ) -> SuiteResult:
     """Run every part; write the example report and ``results.md`` into ``out``.
 
     ``example_db``: an already ingested example warehouse (default: ingest it into ``out``).
+    ``generated_dir``: run directories of ``autofe run`` on the datasets' mappings, one per
+    dataset name (``generated_dir/c3o`` ...); their feature catalogs are scored under both
+    protocols with the held-out runs' outcomes hidden (:mod:`autofe.evals.masked`).
     """
     out.mkdir(parents=True, exist_ok=True)
     if example_db is None:
@@ -75,6 +81,14 @@ def run_suite(
             "raw + node-type facts": raw_values(db, CLUSTER_COLUMNS),
         }
         result.protocols += evaluate_protocols(db, name, sets)
+        catalog = generated_dir / name / "features" if generated_dir else None
+        if catalog is not None and catalog.is_dir():
+            specs = read_feature_set(catalog)
+            generated = {
+                "generated": (specs, {}),
+                "generated + node-type facts": (specs, sets["raw + node-type facts"]),
+            }
+            result.protocols += evaluate_generated(db, name, generated)
         if name in COST_DATASETS:
             for label, values in sets.items():
                 options = config_choice_options(db, values)

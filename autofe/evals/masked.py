@@ -1,0 +1,99 @@
+"""Feature values for a fold with the test runs' outcomes hidden: protocols for history features.
+
+A generated feature may read other runs' outcomes (the last duration of the same job, the
+stage metrics of its earlier runs): honest at submit time, because only runs that ended before
+it are read. Under a protocol that holds out a configuration or a machine type, though, the
+earlier runs on that configuration are exactly what the protocol says the model has never seen.
+So each fold computes its features on a copy of the warehouse in which the held-out runs'
+post-execution data is gone: their ``runs`` outcome columns are NULL (status, times, duration),
+their post-execution ``run_attributes`` and every event-log row (stages, applications...) are
+deleted. The held-out runs stay as rows (their known-at-submit columns are what a prediction
+reads); labels come from the original warehouse.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import duckdb
+import numpy as np
+from numpy.typing import NDArray
+
+from autofe.featurespec import FeatureSpec
+from autofe.modeling.compute import compute_values
+from autofe.modeling.dataset import Dataset, FeatureValues, Labelled, build_dataset
+from autofe.sandbox.session import Sandbox
+
+Folds = list[tuple[NDArray[np.intp], NDArray[np.intp]]]
+FitPredict = Callable[[Dataset, NDArray[np.intp], NDArray[np.intp]], NDArray[np.float64]]
+
+
+def masked_values(db: Path, specs: Sequence[FeatureSpec], hidden: Sequence[str]) -> FeatureValues:
+    """Values of ``specs`` for every run, computed as if ``hidden`` runs had not finished.
+
+    Raises:
+        ModelError: a feature's SQL fails on the masked copy.
+    """
+    with tempfile.TemporaryDirectory(prefix="autofe-masked-") as tmp:
+        copy = Path(tmp) / "masked.duckdb"
+        shutil.copyfile(db, copy)
+        hide_outcomes(copy, hidden)
+        with Sandbox.open(copy) as sandbox:
+            return compute_values(sandbox, specs)
+
+
+def hide_outcomes(db: Path, hidden: Sequence[str]) -> None:
+    """Remove the post-execution data of ``hidden`` runs from ``db`` (in place: a copy)."""
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "CREATE TEMP TABLE hidden AS SELECT unnest(?::VARCHAR[]) AS run_id", [list(hidden)]
+        )
+        for table, columns in _post_execution(con).items():
+            _hide(con, table, columns)
+
+
+def _post_execution(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """Tables with a ``run_id`` column and their post-execution columns."""
+    rows = con.execute(
+        "SELECT c.table_name, c.column_name FROM column_catalog AS c "
+        "WHERE c.availability = 'post_execution' AND c.table_name IN ("
+        "  SELECT table_name FROM column_catalog WHERE column_name = 'run_id')"
+    ).fetchall()
+    out: dict[str, list[str]] = {}
+    for table, column in rows:
+        out.setdefault(str(table), []).append(str(column))
+    return out
+
+
+def _hide(con: duckdb.DuckDBPyConnection, table: str, columns: list[str]) -> None:
+    """``runs`` keeps the row with its outcome columns NULL; other tables lose the rows."""
+    where = "run_id IN (SELECT run_id FROM hidden)"
+    if table == "runs":
+        assignments = ", ".join(f'"{c}" = NULL' for c in columns)
+        con.execute(f"UPDATE runs SET {assignments} WHERE {where}")
+    elif table == "run_attributes":
+        con.execute(f"DELETE FROM run_attributes WHERE availability = 'post_execution' AND {where}")
+    else:
+        con.execute(f'DELETE FROM "{table}" WHERE {where}')
+
+
+def masked_out_of_fold(
+    db: Path,
+    runs: Labelled,
+    specs: Sequence[FeatureSpec],
+    folds: Folds,
+    fit_predict: FitPredict,
+    extra: FeatureValues | None = None,
+) -> NDArray[np.float64]:
+    """Each run's prediction (seconds) by its fold's model, on features computed with that
+    fold's test runs hidden (plus ``extra`` values that read no outcomes, e.g. raw columns).
+    ``fit_predict(data, train, test)`` returns log predictions for ``test``."""
+    predicted = np.full(len(runs), np.nan)
+    for train, test in folds:
+        values = masked_values(db, specs, [runs[i][0] for i in test])
+        data = build_dataset(runs, {**(extra or {}), **values})
+        predicted[test] = np.exp(fit_predict(data, train, test))
+    return predicted

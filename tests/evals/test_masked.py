@@ -1,0 +1,103 @@
+"""History features under held-out protocols: the held-out runs' outcomes are hidden (C3O)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from autofe.config import IngestSettings
+from autofe.evals.masked import hide_outcomes, masked_values
+from autofe.evals.protocols import evaluate_generated, labelled_groups, raw_values
+from autofe.featurespec import FeatureSpec
+from autofe.pipelines.ingest import ingest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# the latest earlier successful run on the same configuration: pure history of the held-out group
+SAME_CONFIG_LAST = FeatureSpec(
+    name="same_config_last_s",
+    category="history",
+    sql=(
+        "SELECT t.run_id, (SELECT h.duration_s FROM runs AS h "
+        "WHERE h.cluster_config_id = t.cluster_config_id AND h.job_id = t.job_id "
+        "AND h.status = 'SUCCEEDED' AND h.end_time < t.submit_time "
+        "ORDER BY h.end_time DESC, h.run_id DESC LIMIT 1) AS value FROM runs AS t"
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def c3o_db(tmp_path_factory: pytest.TempPathFactory, external: Path) -> Path:
+    db = tmp_path_factory.mktemp("masked") / "c3o.duckdb"
+    ingest([REPO / "examples" / "mappings" / "c3o.toml"], IngestSettings(db=db, workers=1))
+    return db
+
+
+@pytest.fixture(scope="module")
+def one_config(c3o_db: Path) -> list[str]:
+    """The runs of the configuration with the most runs."""
+    with duckdb.connect(str(c3o_db), read_only=True) as con:
+        (config,) = con.execute(
+            "SELECT cluster_config_id FROM runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"
+        ).fetchone() or ("",)
+        return [
+            r
+            for (r,) in con.execute(
+                "SELECT run_id FROM runs WHERE cluster_config_id = ?", [config]
+            ).fetchall()
+        ]
+
+
+def test_hidden_runs_keep_their_row_but_lose_their_outcome(
+    c3o_db: Path, one_config: list[str], tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy.duckdb"
+    shutil.copyfile(c3o_db, copy)
+    hide_outcomes(copy, one_config)
+    with (
+        duckdb.connect(str(copy), read_only=True) as con,
+        duckdb.connect(str(c3o_db), read_only=True) as orig,
+    ):
+        query = "SELECT count(*), count(duration_s), count(status), count(submit_time) FROM runs"
+        hidden_rows = con.execute(
+            query + " WHERE run_id IN (SELECT unnest(?))", [one_config]
+        ).fetchone()
+        assert hidden_rows == (len(one_config), 0, 0, len(one_config))
+        others = " WHERE run_id NOT IN (SELECT unnest(?))"
+        assert (
+            con.execute(query + others, [one_config]).fetchone()
+            == orig.execute(query + others, [one_config]).fetchone()
+        )
+        post = (
+            "SELECT count(*) FROM run_attributes WHERE availability = 'post_execution' "
+            "AND run_id IN (SELECT unnest(?))"
+        )
+        assert con.execute(post, [one_config]).fetchone() == (0,)
+    with duckdb.connect(str(c3o_db), read_only=True) as orig:
+        assert orig.execute("SELECT count(duration_s) FROM runs").fetchone() == (
+            orig.execute("SELECT count(*) FROM runs").fetchone()
+        )  # the original is untouched
+
+
+def test_a_history_feature_cannot_see_the_hidden_configuration(
+    c3o_db: Path, one_config: list[str]
+) -> None:
+    (plain,) = masked_values(c3o_db, [SAME_CONFIG_LAST], []).values()
+    (masked,) = masked_values(c3o_db, [SAME_CONFIG_LAST], one_config).values()
+    assert sum(plain.get(r) is not None for r in one_config) > len(one_config) // 2
+    assert all(masked.get(r) is None for r in one_config)
+    rest = set(plain) - set(one_config)
+    assert all(masked.get(r) == plain.get(r) for r in rest)
+
+
+def test_generated_sets_are_scored_without_peeking_at_the_held_out_group(c3o_db: Path) -> None:
+    runs, _ = labelled_groups(c3o_db)
+    raw = raw_values(c3o_db, ["node_type", "num_workers"])
+    results = evaluate_generated(c3o_db, "c3o", {"history + raw": ([SAME_CONFIG_LAST], raw)})
+    assert {r.protocol for r in results} == {"grouped 5-fold", "leave-one-machine-type-out"}
+    assert all(r.runs == len(runs) and r.n_features == len(raw) + 1 for r in results)
+    assert all(np.isfinite(r.mape) and r.mape < 1 for r in results)
