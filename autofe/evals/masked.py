@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import duckdb
@@ -86,14 +86,16 @@ def masked_out_of_fold(
     specs: Sequence[FeatureSpec],
     folds: Folds,
     fit_predict: FitPredict,
-    extra: FeatureValues | None = None,
-) -> NDArray[np.float64]:
-    """Each run's prediction (seconds) by its fold's model, on features computed with that
-    fold's test runs hidden (plus ``extra`` values that read no outcomes, e.g. raw columns).
-    ``fit_predict(data, train, test)`` returns log predictions for ``test``."""
-    predicted = np.full(len(runs), np.nan)
+    extras: Mapping[str, FeatureValues],
+) -> dict[str, NDArray[np.float64]]:
+    """Per named set, each run's prediction (seconds) by its fold's model, on ``specs``
+    computed with that fold's test runs hidden (once per fold) plus the set's extra values,
+    which read no outcomes (e.g. raw columns). ``fit_predict(data, train, test)`` returns log
+    predictions for ``test``."""
+    predicted = {name: np.full(len(runs), np.nan) for name in extras}
     for train, test in folds:
         values = masked_values(db, specs, [runs[i][0] for i in test])
-        data = build_dataset(runs, {**(extra or {}), **values})
-        predicted[test] = np.exp(fit_predict(data, train, test))
+        for name, extra in extras.items():
+            data = build_dataset(runs, {**extra, **values})
+            predicted[name][test] = np.exp(fit_predict(data, train, test))
     return predicted

@@ -247,27 +247,29 @@ def evaluate_protocols(
 def evaluate_generated(
     db: Path,
     dataset: str,
-    feature_sets: Mapping[str, tuple[Sequence[FeatureSpec], FeatureValues]],
+    specs: Sequence[FeatureSpec],
+    extras: Mapping[str, FeatureValues],
     seed: int = 0,
 ) -> list[ProtocolResult]:
-    """Feature sets that may read other runs' outcomes, under every protocol: each fold
-    computes them with its test runs' outcomes hidden (:mod:`autofe.evals.masked`). A set is
-    its specs plus values that read no outcomes (e.g. raw columns)."""
+    """Generated features, which may read other runs' outcomes, under every protocol: each fold
+    computes them with its test runs' outcomes hidden (:mod:`autofe.evals.masked`). Each named
+    set is ``specs`` plus its extra values that read no outcomes (e.g. raw columns)."""
     runs, groups = labelled_groups(db)
+    seconds = np.array([r[3] for r in runs])
     results = []
     for protocol, make_folds in PROTOCOLS:
         if protocol.startswith("leave") and len(set(groups.node_type)) < 2:
             continue
         folds = make_folds(groups, seed)
-        for name, (specs, extra) in feature_sets.items():
-            predicted = masked_out_of_fold(
-                db, runs, specs, folds, lambda d, tr, te: fit_predict(d, tr, te, seed), extra
-            )
-            m = score(np.array([r[3] for r in runs]), predicted)
-            n_features = len(specs) + len(extra)
+        predicted = masked_out_of_fold(
+            db, runs, specs, folds, lambda d, tr, te: fit_predict(d, tr, te, seed), extras
+        )
+        for name, p in predicted.items():
+            m = score(seconds, p)
+            width = len(specs) + len(extras[name])
             results.append(
                 ProtocolResult(
-                    dataset, protocol, name, n_features, len(folds), m.n, m.mape, m.r2, m.within_10
+                    dataset, protocol, name, width, len(folds), m.n, m.mape, m.r2, m.within_10
                 )
             )
     return results

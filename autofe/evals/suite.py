@@ -83,12 +83,8 @@ def run_suite(
         result.protocols += evaluate_protocols(db, name, sets)
         catalog = generated_dir / name / "features" if generated_dir else None
         if catalog is not None and catalog.is_dir():
-            specs = read_feature_set(catalog)
-            generated = {
-                "generated": (specs, {}),
-                "generated + node-type facts": (specs, sets["raw + node-type facts"]),
-            }
-            result.protocols += evaluate_generated(db, name, generated)
+            extras = {"generated": {}, "generated + node-type facts": sets["raw + node-type facts"]}
+            result.protocols += evaluate_generated(db, name, read_feature_set(catalog), extras)
         if name in COST_DATASETS:
             for label, values in sets.items():
                 options = config_choice_options(db, values)
