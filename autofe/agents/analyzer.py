@@ -52,6 +52,7 @@ async def build_profile(tools: Toolbox) -> dict[str, Any]:
     )
     runtime = await _rows(tools, RUNTIME_SQL)
     attributes = await _rows(tools, ATTRIBUTES_SQL)
+    parameters = await _rows(tools, PARAMETERS_SQL)
     rows = {str(n): int(c) for n, c in counts}
     return {
         "tables": {n: _table(t, rows.get(n, 0)) for n, t in sorted(tables.items())},
@@ -59,6 +60,8 @@ async def build_profile(tools: Toolbox) -> dict[str, Any]:
         "job_types": {str(t): int(c) for t, c in job_types},
         "runtime_s": dict(zip(("runs", "p10", "p50", "p90"), runtime[0], strict=True)),
         "run_attributes": [str(a[0]) for a in attributes],
+        "attribute_types": {str(n): _value_type(c, v) for n, c, v in attributes},
+        "parameter_types": {str(n): _value_type(c, v) for n, c, v in parameters},
         "availability_rules": schema.get("availability_rules", ""),
     }
 
@@ -68,9 +71,26 @@ RUNTIME_SQL = (
     "quantile_cont(duration_s, 0.9) FROM runs WHERE status = 'SUCCEEDED'"
 )
 ATTRIBUTES_SQL = (
-    "SELECT name, count(*) FROM run_attributes WHERE availability = 'known_at_submit' "
-    "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 40"
+    "SELECT name, count(*), count(value) FROM run_attributes "
+    "WHERE availability = 'known_at_submit' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 40"
 )
+PARAMETERS_SQL = """
+WITH p AS (
+  SELECT coalesce(json_extract(parameters, '$.notebook_params'),
+                  json_extract(parameters, '$.job_parameters')) AS o
+  FROM runs
+)
+SELECT k, count(*),
+       count(TRY_CAST(json_extract_string(o, '$."' || k || '"') AS DOUBLE))
+FROM p, unnest(json_keys(o)) AS t(k)
+WHERE json_type(o) = 'OBJECT'
+GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 40
+"""
+
+
+def _value_type(count: int, numeric: int) -> str:
+    """DOUBLE when every value reads as a number, else VARCHAR."""
+    return "DOUBLE" if int(numeric) == int(count) else "VARCHAR"
 
 
 async def _rows(tools: Toolbox, sql: str) -> list[list[Any]]:

@@ -1,8 +1,12 @@
 """The offline backend: a deterministic planner that composes features from knowledge-base recipes.
 
-It answers the same :class:`~autofe.agents.llm.ProposalRequest` an LLM would, from three sources,
+It answers the same :class:`~autofe.agents.llm.ProposalRequest` an LLM would, from four sources,
 in this order each round:
 
+0. **Profile columns**: every known-at-submit run attribute and every run parameter key the
+   profile lists, as it is (a number, or a category when its values are not all numbers):
+   what an engineer looks at first, and what a protocol on unseen hardware still has when
+   every history feature is blind.
 1. **Recipes** of the retrieved documents (the analyzer retrieves with the workspace profile in
    round 0 and with the evaluator's feedback later), rendered with their default parameters,
    skipping recipes that read a table this workspace has no rows in.
@@ -36,6 +40,7 @@ from autofe.sandbox.rewrite import referenced_tables
 VARIANT_FACTORS = (0.5, 2.0)
 TOP_COMBINE = 8
 _NAME_TAIL = re.compile(r"[^a-z0-9_]+")
+_SAFE_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class OfflinePlanner:
 
     def _drafts(self, request: ProposalRequest, empty: set[str]) -> Iterator[Drafted]:
         kept = request.feedback.get("kept", [])
+        yield from profile_columns(request.profile)
         yield from self._recipes(request, empty)
         yield from self._variants(kept, empty)
         yield from combinations(kept)
@@ -105,6 +111,46 @@ class OfflinePlanner:
                 if recipe.name == base:
                     return doc, recipe
         return None
+
+
+def profile_columns(profile: Mapping[str, Any]) -> Iterator[Drafted]:
+    """One feature per known-at-submit run attribute and per run parameter key."""
+    for name, value_type in sorted(profile.get("attribute_types", {}).items()):
+        if _SAFE_KEY.fullmatch(name):
+            yield _drafted(_attribute(name, value_type), origin="profile:attribute")
+    for key, value_type in sorted(profile.get("parameter_types", {}).items()):
+        if _SAFE_KEY.fullmatch(key):
+            yield _drafted(_parameter(key, value_type), origin="profile:parameter")
+
+
+def _attribute(name: str, value_type: str) -> FeatureSpec:
+    column = "a.value" if value_type == "DOUBLE" else "a.value_text"
+    sql = (
+        f"SELECT r.run_id, {column} AS value\nFROM runs AS r\nLEFT JOIN run_attributes AS a\n"
+        f"  ON a.run_id = r.run_id AND a.name = '{name}' AND a.availability = 'known_at_submit'"
+    )
+    return FeatureSpec(
+        name=_name(f"attr_{name}"),
+        sql=sql,
+        category="static-config",
+        value_type="DOUBLE" if value_type == "DOUBLE" else "VARCHAR",
+        rationale=f"run attribute {name}, known at submit",
+    )
+
+
+def _parameter(key: str, value_type: str) -> FeatureSpec:
+    raw = (
+        f"coalesce(json_extract_string(parameters, '$.notebook_params.\"{key}\"'), "
+        f"json_extract_string(parameters, '$.job_parameters.\"{key}\"'))"
+    )
+    value = f"TRY_CAST({raw} AS DOUBLE)" if value_type == "DOUBLE" else raw
+    return FeatureSpec(
+        name=_name(f"param_{key}"),
+        sql=f"SELECT run_id, {value} AS value\nFROM runs",
+        category="static-config",
+        value_type="DOUBLE" if value_type == "DOUBLE" else "VARCHAR",
+        rationale=f"run parameter {key}, fixed at submit",
+    )
 
 
 def request_hash(request: ProposalRequest) -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from autofe.agents.llm import KnowledgeSnippet, ProposalRequest
 from autofe.agents.planner import OfflinePlanner, parameter_variants
 from autofe.knowledge_base.corpus import load_corpus
+from autofe.sandbox.session import Sandbox
 
 DOCS = load_corpus()
 WITH_PARAMS = next(d for d in DOCS if any(r.params for r in d.recipes))
@@ -69,3 +71,21 @@ def test_kept_features_get_variants_and_combinations() -> None:
     combos = [p for p in batch.proposals if p.category == "interaction"]
     numeric = [k for k in kept if k["value_type"] != "VARCHAR"][:5]
     assert len(combos) == len(numeric) * (len(numeric) - 1)  # product and ratio per pair
+
+
+def test_profile_columns_come_first_as_numbers_or_categories(example_warehouse: Path) -> None:
+    profile = {
+        "attribute_types": {"tag.lab_scale_factor": "DOUBLE", "tag.ResourceClass": "VARCHAR"},
+        "parameter_types": {"days": "DOUBLE", "bad'key": "DOUBLE"},
+    }
+    batch = OfflinePlanner(DOCS).propose(_request([DOCS[0].id], profile=profile, max_proposals=500))
+    names = [p.name for p in batch.proposals]
+    assert names[:3] == ["attr_tag_resourceclass", "attr_tag_lab_scale_factor", "param_days"]
+    assert names[3:] == [r.name for r in DOCS[0].recipes]  # the unsafe key is left out
+    by_name = {p.name: p for p in batch.proposals[:3]}
+    assert by_name["attr_tag_resourceclass"].value_type == "VARCHAR"
+    with Sandbox.open(example_warehouse) as sandbox:
+        days = dict(sandbox.query(by_name["param_days"].sql).rows)
+        scale = dict(sandbox.query(by_name["attr_tag_lab_scale_factor"].sql).rows)
+    assert len(days) == len(scale) and sum(v is not None for v in days.values()) > len(days) / 2
+    assert {v for v in scale.values() if v is not None} <= {0.01, 0.1, 1.0, 3.0, 6.0, 10.0, 12.0}
