@@ -13,7 +13,6 @@ atomically, once per archive version.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path, PurePosixPath
 import zstandard
 
 from autofe.errors import ConfigError
+from autofe.hashing import file_sha256
 
 ARCHIVE_NAME = "workspace.tar.zst"
 CODEC_HEADER = "autofe.codec"
@@ -93,15 +93,6 @@ def _add(tar: tarfile.TarFile, src: Path, path: Path) -> int:
     info.size, info.mode, info.mtime = len(data), 0o644, 0
     tar.addfile(info, io.BytesIO(data))
     return len(data)
-
-
-def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of a file, read in blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def unpack_workspace(archive: Path, cache_root: Path) -> Path:

@@ -17,6 +17,7 @@ LAYER = {
     "feature_catalog": 0,
     "console": 0,
     "workspace_archive": 0,
+    "hashing": 0,
     "warehouse": 1,
     "sandbox": 1,
     "knowledge_base": 1,

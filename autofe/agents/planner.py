@@ -129,13 +129,7 @@ def _attribute(name: str, value_type: str) -> FeatureSpec:
         f"SELECT r.run_id, {column} AS value\nFROM runs AS r\nLEFT JOIN run_attributes AS a\n"
         f"  ON a.run_id = r.run_id AND a.name = '{name}' AND a.availability = 'known_at_submit'"
     )
-    return FeatureSpec(
-        name=_name(f"attr_{name}"),
-        sql=sql,
-        category="static-config",
-        value_type="DOUBLE" if value_type == "DOUBLE" else "VARCHAR",
-        rationale=f"run attribute {name}, known at submit",
-    )
+    return _column_feature(f"attr_{name}", sql, value_type, f"run attribute {name}")
 
 
 def _parameter(key: str, value_type: str) -> FeatureSpec:
@@ -144,12 +138,18 @@ def _parameter(key: str, value_type: str) -> FeatureSpec:
         f"json_extract_string(parameters, '$.job_parameters.\"{key}\"'))"
     )
     value = f"TRY_CAST({raw} AS DOUBLE)" if value_type == "DOUBLE" else raw
+    sql = f"SELECT run_id, {value} AS value\nFROM runs"
+    return _column_feature(f"param_{key}", sql, value_type, f"run parameter {key}")
+
+
+def _column_feature(name: str, sql: str, value_type: str, what: str) -> FeatureSpec:
+    """A profile column as a static-config feature: a number, else a category."""
     return FeatureSpec(
-        name=_name(f"param_{key}"),
-        sql=f"SELECT run_id, {value} AS value\nFROM runs",
+        name=_name(name),
+        sql=sql,
         category="static-config",
         value_type="DOUBLE" if value_type == "DOUBLE" else "VARCHAR",
-        rationale=f"run parameter {key}, fixed at submit",
+        rationale=f"{what}, fixed at submit",
     )
 
 

@@ -7,7 +7,6 @@ too, because its features' SQL would read columns that no longer mean the same t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -18,6 +17,7 @@ from typing import Any
 from autofe import __version__
 from autofe.errors import ModelError
 from autofe.featurespec import FeatureSpec
+from autofe.hashing import file_sha256
 from autofe.modeling.metrics import Metrics
 from autofe.modeling.train import RuntimeModel
 
@@ -58,7 +58,7 @@ def save_model(artifact: Artifact, directory: Path) -> Path:
     target = directory / MODEL_FILE
     partial = directory / f".{MODEL_FILE}.tmp"
     joblib.dump(artifact, partial)
-    digest = _sha256(partial)
+    digest = file_sha256(partial)
     os.replace(partial, target)
     manifest = {
         "file": MODEL_FILE,
@@ -81,7 +81,7 @@ def load_model(path: Path, expected_schema: str) -> Artifact:
     manifest = _manifest(model_path.with_name(MANIFEST_FILE))
     if not model_path.is_file():
         raise ModelError(f"{model_path}: no model file")
-    if _sha256(model_path) != manifest.get("sha256"):
+    if file_sha256(model_path) != manifest.get("sha256"):
         raise ModelError(f"{model_path}: SHA-256 differs from {MANIFEST_FILE}; refusing to load it")
     artifact = joblib.load(model_path)
     if not isinstance(artifact, Artifact):
@@ -104,14 +104,6 @@ def _manifest(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ModelError(f"{path}: the manifest is not a JSON object")
     return data
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _write_json(path: Path, content: dict[str, Any]) -> None:
