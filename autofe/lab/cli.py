@@ -48,6 +48,9 @@ def generate_command(
             "--recurring", help="Scheduled jobs keep their usual parameters and configuration."
         ),
     ] = False,
+    fresh_jvm: Annotated[
+        bool, typer.Option("--fresh-jvm", help="A new JVM for every run (as a job cluster).")
+    ] = False,
     data_dir: Annotated[Path | None, typer.Option("--data-dir")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -64,6 +67,7 @@ def generate_command(
         repeat_jobs=tuple(repeat_jobs or ()),
         repeats=repeats,
         recurring=recurring,
+        fresh_jvm=fresh_jvm,
         data_dir=data_dir,
         show_progress=not as_json,
     )

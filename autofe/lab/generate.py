@@ -87,6 +87,7 @@ def generate(
     repeat_jobs: Sequence[str] = (),
     repeats: int = 0,
     recurring: bool = False,
+    fresh_jvm: bool = False,
     data_dir: Path | None = None,
     show_progress: bool = False,
 ) -> GenerateReport:
@@ -130,6 +131,8 @@ def generate(
         settings |= {"repeat_jobs": list(repeat_jobs), "repeats": repeats}
     if recurring:
         settings["recurring"] = True
+    if fresh_jvm:
+        settings["fresh_jvm"] = True
     return execute_plan(out, plan, settings, days, data_dir, show_progress)
 
 
@@ -262,7 +265,7 @@ def execute_plan(
     report.data_seconds = prepare_data(data_root, scale_factors, int(settings["seed"])).seconds
     write_static(out, _unique_jobs(plan))
     write_table_stats(out, data_root, scale_factors, days)
-    host = SparkHost()
+    host = SparkHost(fresh_jvm=bool(settings.get("fresh_jvm")))
     try:
         with _progress(show_progress, len(plan)) as advance:
             for spec in sorted(plan, key=execution_order):

@@ -80,10 +80,15 @@ LOOPBACK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0
 
 
 class SparkHost:
-    """Starts one Spark session per run, reusing the JVM while the driver memory allows."""
+    """Starts one Spark session per run, reusing the JVM while the driver memory allows.
 
-    def __init__(self) -> None:
+    With ``fresh_jvm`` every run gets its own JVM, as a Databricks job cluster does: execution
+    is JIT-cold every time instead of faster the later a run comes in a long-lived JVM.
+    """
+
+    def __init__(self, fresh_jvm: bool = False) -> None:
         self._driver_memory: str | None = None
+        self._fresh_jvm = fresh_jvm
         self.jvm_launches = 0
 
     def start(self, conf: dict[str, str], app_name: str) -> Any:
@@ -91,7 +96,7 @@ class SparkHost:
 
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the JVM reads it at launch
         memory = conf["spark.driver.memory"]
-        if self._driver_memory not in (None, memory):
+        if self._driver_memory is not None and (self._fresh_jvm or self._driver_memory != memory):
             self.close()
         if self._driver_memory is None:
             self.jvm_launches += 1

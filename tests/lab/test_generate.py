@@ -95,6 +95,17 @@ def test_tiny_workspace_ingests_with_linked_event_logs(tmp_path: Path) -> None:
     assert all(n_apps == 1 and n_stages > 0 for _, n_apps, n_stages in apps)
 
 
+@pytest.mark.slow
+@needs_lab
+def test_fresh_jvm_launches_one_jvm_per_run(tmp_path: Path) -> None:
+    out = tmp_path / "ws"
+    report = generate(out, runs=2, seed=3, days=1, jobs=JOBS, scale_factors=(0.01,), fresh_jvm=True)
+    assert report.executed >= 2 and report.jvm_launches == report.executed
+    assert json.loads((out / "lab.json").read_text())["settings"]["fresh_jvm"] is True
+    runs = [json.loads(p.read_text()) for p in (out / "runs").glob("*.json")]
+    assert all(r["setup_duration"] >= 1000 for r in runs)  # every run paid a JVM launch
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
