@@ -122,17 +122,16 @@ def generate(
         "scale_factors": list(scale_factors),
         "jobs": [j.name for j in chosen],
     }
+    optional = {
+        "sweep_points": sweep_points,
+        "sweep_jobs": list(sweep_jobs),
+        "repeat_jobs": list(repeat_jobs),
+        "repeats": repeats,
+        "recurring": recurring,
+        "fresh_jvm": fresh_jvm,
+    }
     # Only when used, so workspaces generated before these options existed still resume.
-    if sweep_points:
-        settings["sweep_points"] = sweep_points
-    if sweep_jobs:
-        settings["sweep_jobs"] = list(sweep_jobs)
-    if repeat_jobs:
-        settings |= {"repeat_jobs": list(repeat_jobs), "repeats": repeats}
-    if recurring:
-        settings["recurring"] = True
-    if fresh_jvm:
-        settings["fresh_jvm"] = True
+    settings |= {key: value for key, value in optional.items() if value}
     return execute_plan(out, plan, settings, days, data_dir, show_progress)
 
 
