@@ -23,7 +23,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from autofe.errors import ConfigError
-from autofe.evals.cost import Option
 from autofe.evals.masked import masked_out_of_fold
 from autofe.featurespec import FeatureSpec
 from autofe.modeling.conformal import conformal_quantile
@@ -186,16 +185,18 @@ def interval_highs(
     high = np.full(len(data), np.nan)
     log_y = np.log(data.seconds)
     for train, test in folds:
-        fit_rows, cal_rows = _hold_back(train, groups, seed)
+        fit_rows, cal_rows = hold_back(train, groups, seed)
         model = _model(seed).fit(data.x[fit_rows], log_y[fit_rows])
         residuals = np.abs(model.predict(data.x[cal_rows]) - log_y[cal_rows])
         high[test] = p50[test] * np.exp(conformal_quantile(residuals, level))
     return high
 
 
-def _hold_back(
+def hold_back(
     rows: NDArray[np.intp], groups: Sequence[str], seed: int
 ) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """``rows`` split into fitting and calibration rows: a seeded fifth of their groups (at
+    least one) is held back whole, so calibration sees configurations the fit did not."""
     names = sorted({groups[i] for i in rows})
     random.Random(seed).shuffle(names)
     held = set(names[: max(1, len(names) // 5)])
@@ -273,26 +274,3 @@ def evaluate_generated(
                 )
             )
     return results
-
-
-def config_choice_options(db: Path, values: FeatureValues, seed: int = 0) -> list[Option]:
-    """Per job, every configuration it ran on, predicted out of fold (grouped by configuration).
-
-    Repeated runs of one job on one configuration become one option (means of their true and
-    predicted seconds); the price is the cluster's ``hourly_price``; unpriced runs are left out.
-    """
-    runs, groups = labelled_groups(db)
-    data = build_dataset(runs, values)
-    folds = grouped_folds(groups.config, K, seed)
-    p50 = out_of_fold(data, folds, seed)
-    high = interval_highs(data, folds, groups.config, 0.9, seed)
-    with open_warehouse(db, read_only=True) as con:
-        prices = dict(con.execute("SELECT config_id, hourly_price FROM cluster_configs").fetchall())
-    cells: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-    for run, config, p, h in zip(runs, groups.config, p50, high, strict=True):
-        if prices.get(config) is not None:
-            cells.setdefault((run[1], config), []).append((run[3], float(p), float(h)))
-    return [
-        Option(job, config, float(prices[config]), *map(float, np.mean(rows, axis=0)))
-        for (job, config), rows in sorted(cells.items())
-    ]

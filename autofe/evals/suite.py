@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autofe.config import IngestSettings, example_workspace
+from autofe.evals.choice import config_choice_options, generated_choice_options
 from autofe.evals.cost import PolicyResult, compare_policies
 from autofe.evals.protocols import (
     CLUSTER_COLUMNS,
     ProtocolResult,
-    config_choice_options,
     evaluate_generated,
     evaluate_protocols,
     raw_values,
@@ -72,25 +72,35 @@ def run_suite(
     write_report(report, out / "example")
     result = SuiteResult(report)
     for name in datasets:
-        mapping = mappings / f"{name}.toml"
-        db = out / f"{name}.duckdb"
-        ingest([mapping], IngestSettings(db=db))
-        fields = [f for f in load_mapping(mapping).spec.cluster.fields() if f in CLUSTER_COLUMNS]
-        sets = {
-            "raw columns": raw_values(db, fields),
-            "raw + node-type facts": raw_values(db, CLUSTER_COLUMNS),
-        }
-        result.protocols += evaluate_protocols(db, name, sets)
         catalog = generated_dir / name / "features" if generated_dir else None
-        if catalog is not None and catalog.is_dir():
-            extras = {"generated": {}, "generated + node-type facts": sets["raw + node-type facts"]}
-            result.protocols += evaluate_generated(db, name, read_feature_set(catalog), extras)
-        if name in COST_DATASETS:
-            for label, values in sets.items():
-                options = config_choice_options(db, values)
-                result.choice[f"{name}, {label}"] = compare_policies(options)
+        _score_dataset(result, name, mappings / f"{name}.toml", out / f"{name}.duckdb", catalog)
     (out / "results.md").write_text(results_markdown(result), encoding="utf-8")
     return result
+
+
+def _score_dataset(
+    result: SuiteResult, name: str, mapping: Path, db: Path, catalog: Path | None
+) -> None:
+    """Ingest one third-party dataset; score its feature sets under the protocols and, for the
+    cost datasets, choose configurations by each set's predictions (into ``result``)."""
+    ingest([mapping], IngestSettings(db=db))
+    fields = [f for f in load_mapping(mapping).spec.cluster.fields() if f in CLUSTER_COLUMNS]
+    sets = {
+        "raw columns": raw_values(db, fields),
+        "raw + node-type facts": raw_values(db, CLUSTER_COLUMNS),
+    }
+    result.protocols += evaluate_protocols(db, name, sets)
+    if name in COST_DATASETS:
+        for label, values in sets.items():
+            result.choice[f"{name}, {label}"] = compare_policies(config_choice_options(db, values))
+    if catalog is None or not catalog.is_dir():
+        return
+    specs = read_feature_set(catalog)
+    extras = {"generated": {}, "generated + node-type facts": sets["raw + node-type facts"]}
+    result.protocols += evaluate_generated(db, name, specs, extras)
+    if name in COST_DATASETS:
+        for label, options in generated_choice_options(db, specs, extras).items():
+            result.choice[f"{name}, {label}"] = compare_policies(options)
 
 
 def results_markdown(result: SuiteResult) -> str:

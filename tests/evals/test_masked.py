@@ -17,18 +17,6 @@ from autofe.pipelines.ingest import ingest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# the latest earlier successful run on the same configuration: pure history of the held-out group
-SAME_CONFIG_LAST = FeatureSpec(
-    name="same_config_last_s",
-    category="history",
-    sql=(
-        "SELECT t.run_id, (SELECT h.duration_s FROM runs AS h "
-        "WHERE h.cluster_config_id = t.cluster_config_id AND h.job_id = t.job_id "
-        "AND h.status = 'SUCCEEDED' AND h.end_time < t.submit_time "
-        "ORDER BY h.end_time DESC, h.run_id DESC LIMIT 1) AS value FROM runs AS t"
-    ),
-)
-
 
 @pytest.fixture(scope="module")
 def c3o_db(tmp_path_factory: pytest.TempPathFactory, external: Path) -> Path:
@@ -84,21 +72,23 @@ def test_hidden_runs_keep_their_row_but_lose_their_outcome(
 
 
 def test_a_history_feature_cannot_see_the_hidden_configuration(
-    c3o_db: Path, one_config: list[str]
+    same_config_last: FeatureSpec, c3o_db: Path, one_config: list[str]
 ) -> None:
-    (plain,) = masked_values(c3o_db, [SAME_CONFIG_LAST], []).values()
-    (masked,) = masked_values(c3o_db, [SAME_CONFIG_LAST], one_config).values()
+    (plain,) = masked_values(c3o_db, [same_config_last], []).values()
+    (masked,) = masked_values(c3o_db, [same_config_last], one_config).values()
     assert sum(plain.get(r) is not None for r in one_config) > len(one_config) // 2
     assert all(masked.get(r) is None for r in one_config)
     rest = set(plain) - set(one_config)
     assert all(masked.get(r) == plain.get(r) for r in rest)
 
 
-def test_generated_sets_are_scored_without_peeking_at_the_held_out_group(c3o_db: Path) -> None:
+def test_generated_sets_are_scored_without_peeking_at_the_held_out_group(
+    c3o_db: Path, same_config_last: FeatureSpec
+) -> None:
     runs, _ = labelled_groups(c3o_db)
     raw = raw_values(c3o_db, ["node_type", "num_workers"])
     extras = {"history": {}, "history + raw": raw}
-    results = evaluate_generated(c3o_db, "c3o", [SAME_CONFIG_LAST], extras)
+    results = evaluate_generated(c3o_db, "c3o", [same_config_last], extras)
     assert {(r.protocol, r.features) for r in results} == {
         (p, f) for p in ("grouped 5-fold", "leave-one-machine-type-out") for f in extras
     }

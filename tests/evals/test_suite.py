@@ -36,6 +36,7 @@ def test_suite_writes_the_report_and_the_results_table(
         "generated",
         "generated + node-type facts",
     }
+    assert set(result.choice) == {f"cherrypick, {s}" for s in sets}
     oracle = next(r for r in result.choice["cherrypick, raw columns"] if r.policy == "oracle")
     assert oracle.deadlines_met == 1.0 and oracle.regret_vs_oracle == 0.0
     table = (tmp_path / "results.md").read_text()

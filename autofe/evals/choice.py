@@ -1,0 +1,97 @@
+"""Configuration choice on third-party data: per job, which configuration would we have picked?
+
+Each job ran on several configurations; every run is predicted out of fold, grouped by
+configuration (the model never saw the configuration it prices), with the upper bound of a
+90 % split-conformal interval. :func:`autofe.evals.cost.compare_policies` then picks, per job,
+the cheapest configuration whose predicted p50 (or bound) meets the deadline.
+
+Generated features may read other runs' outcomes, so for them every fold computes the values
+with its test runs hidden, and the interval's calibration rows are hidden too in a second
+masked copy: a calibration run must not find its own configuration's history, or the bound
+would be calibrated on errors smaller than the test runs'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from autofe.evals.cost import Option
+from autofe.evals.masked import masked_values
+from autofe.evals.protocols import (
+    Groups,
+    K,
+    fit_predict,
+    grouped_folds,
+    hold_back,
+    interval_highs,
+    labelled_groups,
+    out_of_fold,
+)
+from autofe.featurespec import FeatureSpec
+from autofe.modeling.conformal import conformal_quantile
+from autofe.modeling.dataset import FeatureValues, Labelled, build_dataset
+from autofe.warehouse.connect import open_warehouse
+
+LEVEL = 0.9
+
+
+def config_choice_options(db: Path, values: FeatureValues, seed: int = 0) -> list[Option]:
+    """Per job and configuration, true and out-of-fold predicted seconds of ``values``' model."""
+    runs, groups = labelled_groups(db)
+    data = build_dataset(runs, values)
+    folds = grouped_folds(groups.config, K, seed)
+    p50 = out_of_fold(data, folds, seed)
+    high = interval_highs(data, folds, groups.config, LEVEL, seed)
+    return choice_options(db, runs, groups, p50, high)
+
+
+def generated_choice_options(
+    db: Path, specs: Sequence[FeatureSpec], extras: Mapping[str, FeatureValues], seed: int = 0
+) -> dict[str, list[Option]]:
+    """As :func:`config_choice_options` for generated ``specs``, per named set of ``extras``
+    (values that read no outcomes, e.g. node-type facts; ``{}`` for the specs alone); each
+    fold's values are computed once for every set, with its test runs' outcomes hidden."""
+    runs, groups = labelled_groups(db)
+    p50 = {name: np.full(len(runs), np.nan) for name in extras}
+    high = {name: np.full(len(runs), np.nan) for name in extras}
+    log_y = np.log(np.array([r[3] for r in runs]))
+    for train, test in grouped_folds(groups.config, K, seed):
+        fit_rows, cal_rows = hold_back(train, groups.config, seed)
+        values = masked_values(db, specs, _ids(runs, test))
+        calibration = masked_values(db, specs, _ids(runs, np.concatenate([test, cal_rows])))
+        for name, extra in extras.items():
+            data = build_dataset(runs, {**extra, **values})
+            p50[name][test] = np.exp(fit_predict(data, train, test, seed))
+            cal = build_dataset(runs, {**extra, **calibration})
+            residuals = np.abs(fit_predict(cal, fit_rows, cal_rows, seed) - log_y[cal_rows])
+            high[name][test] = p50[name][test] * np.exp(conformal_quantile(residuals, LEVEL))
+    return {n: choice_options(db, runs, groups, p50[n], high[n]) for n in extras}
+
+
+def choice_options(
+    db: Path,
+    runs: Labelled,
+    groups: Groups,
+    p50: NDArray[np.float64],
+    high: NDArray[np.float64],
+) -> list[Option]:
+    """One option per job and priced configuration: the means of its runs' true seconds,
+    predicted p50 and interval bound (repeated runs of one configuration become one option)."""
+    with open_warehouse(db, read_only=True) as con:
+        prices = dict(con.execute("SELECT config_id, hourly_price FROM cluster_configs").fetchall())
+    cells: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for run, config, p, h in zip(runs, groups.config, p50, high, strict=True):
+        if prices.get(config) is not None:
+            cells.setdefault((run[1], config), []).append((run[3], float(p), float(h)))
+    return [
+        Option(job, config, float(prices[config]), *map(float, np.mean(rows, axis=0)))
+        for (job, config), rows in sorted(cells.items())
+    ]
+
+
+def _ids(runs: Labelled, rows: NDArray[np.intp]) -> list[str]:
+    return [runs[i][0] for i in rows]

@@ -1,0 +1,74 @@
+"""Configuration choice on CherryPick: generated features never price a configuration with its
+own runs' outcomes, and with nothing generated the masked path is the plain one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autofe.config import IngestSettings
+from autofe.evals.choice import config_choice_options, generated_choice_options
+from autofe.evals.cost import Option, compare_policies
+from autofe.evals.masked import masked_values
+from autofe.evals.protocols import CLUSTER_COLUMNS, raw_values
+from autofe.featurespec import FeatureSpec
+from autofe.modeling.dataset import FeatureValues
+from autofe.pipelines.ingest import ingest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# how fast the run's configuration ran the other jobs: a strong signal, and one the grouped
+# protocol must not let the priced configuration see (CherryPick runs each job once per config)
+SAME_CONFIG_OTHER_JOBS = FeatureSpec(
+    name="same_config_other_jobs_s",
+    category="history",
+    sql=(
+        "SELECT t.run_id, (SELECT avg(ln(h.duration_s)) FROM runs AS h "
+        "WHERE h.cluster_config_id = t.cluster_config_id AND h.job_id <> t.job_id "
+        "AND h.status = 'SUCCEEDED') AS value FROM runs AS t"
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def cherrypick_db(tmp_path_factory: pytest.TempPathFactory, external: Path) -> Path:
+    db = tmp_path_factory.mktemp("choice") / "cherrypick.duckdb"
+    ingest([REPO / "examples" / "mappings" / "cherrypick.toml"], IngestSettings(db=db, workers=1))
+    return db
+
+
+@pytest.fixture(scope="module")
+def raw(cherrypick_db: Path) -> FeatureValues:
+    return raw_values(cherrypick_db, CLUSTER_COLUMNS)
+
+
+def _ape(options: list[Option]) -> float:
+    return float(np.mean([abs(o.p50_s - o.actual_s) / o.actual_s for o in options]))
+
+
+def test_with_nothing_generated_the_masked_path_is_the_plain_one(
+    cherrypick_db: Path, raw: FeatureValues
+) -> None:
+    (masked,) = generated_choice_options(cherrypick_db, [], {"raw": raw}).values()
+    assert masked == config_choice_options(cherrypick_db, raw)
+    assert len({o.point for o in masked}) >= 4 and all(o.p90_high_s >= o.p50_s for o in masked)
+
+
+def test_a_configuration_is_priced_without_its_own_runs(
+    cherrypick_db: Path, raw: FeatureValues
+) -> None:
+    """Computed openly, the feature reads the priced configuration's other runs and predicts it
+    better; masked per fold, it cannot."""
+    open_values = masked_values(cherrypick_db, [SAME_CONFIG_OTHER_JOBS], [])
+    peeking = config_choice_options(cherrypick_db, {**raw, **open_values})
+    masked = generated_choice_options(
+        cherrypick_db, [SAME_CONFIG_OTHER_JOBS], {"history + raw": raw}
+    )
+    honest = masked["history + raw"]
+    assert [(o.point, o.config, o.actual_s) for o in honest] == [
+        (o.point, o.config, o.actual_s) for o in peeking
+    ]
+    assert _ape(peeking) < _ape(honest)
+    assert {r.policy for r in compare_policies(honest)} >= {"predicted p50", "predicted p90"}
