@@ -55,3 +55,13 @@ class IngestReport:
         data["files_skipped"] = [i.as_dict() for i in self.issues if i.fatal]
         data["issues"] = [i.as_dict() for i in self.issues]
         return data
+
+
+HARDWARE_COLUMNS = (
+    "node_type",
+    "num_workers",
+    "vcpu_per_node",
+    "memory_gb_per_node",
+    "hourly_price",
+)
+"""The ``cluster_configs`` columns that describe the hardware a run gets (known at submit)."""

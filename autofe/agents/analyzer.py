@@ -15,6 +15,7 @@ from autofe.agents.llm import KnowledgeSnippet, LLMBackend, ProposalBatch, Propo
 from autofe.agents.state import Candidate, LoopState
 from autofe.agents.toolbox import Toolbox
 from autofe.knowledge_base.retrieve import KnowledgeBase
+from autofe.schema import HARDWARE_COLUMNS
 
 BASE_QUERIES = (
     "history of previous runs of the same job: last duration, mean, trend",
@@ -53,6 +54,7 @@ async def build_profile(tools: Toolbox) -> dict[str, Any]:
     runtime = await _rows(tools, RUNTIME_SQL)
     attributes = await _rows(tools, ATTRIBUTES_SQL)
     parameters = await _rows(tools, PARAMETERS_SQL)
+    cluster = await _rows(tools, CLUSTER_SQL)
     rows = {str(n): int(c) for n, c in counts}
     return {
         "tables": {n: _table(t, rows.get(n, 0)) for n, t in sorted(tables.items())},
@@ -62,6 +64,7 @@ async def build_profile(tools: Toolbox) -> dict[str, Any]:
         "run_attributes": [str(a[0]) for a in attributes],
         "attribute_types": {str(n): _value_type(c, v) for n, c, v in attributes},
         "parameter_types": {str(n): _value_type(c, v) for n, c, v in parameters},
+        "cluster_columns": [c for c, n in zip(HARDWARE_COLUMNS, cluster[0], strict=True) if n],
         "availability_rules": schema.get("availability_rules", ""),
     }
 
@@ -74,6 +77,7 @@ ATTRIBUTES_SQL = (
     "SELECT name, count(*), count(value) FROM run_attributes "
     "WHERE availability = 'known_at_submit' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 40"
 )
+CLUSTER_SQL = f"SELECT {', '.join(f'count({c})' for c in HARDWARE_COLUMNS)} FROM cluster_configs"
 PARAMETERS_SQL = """
 WITH p AS (
   SELECT coalesce(json_extract(parameters, '$.notebook_params'),

@@ -6,7 +6,12 @@ in this order each round:
 0. **Profile columns**: every known-at-submit run attribute and every run parameter key the
    profile lists, as it is (a number, or a category when its values are not all numbers):
    what an engineer looks at first, and what a protocol on unseen hardware still has when
-   every history feature is blind.
+   every history feature is blind; the hardware facts of the run's cluster (node type, vCPU,
+   memory, workers, price) when the warehouse has them; and **scale-out terms** in the spirit
+   of Ernest: every size (a numeric profile column, the bytes of the tables the script reads)
+   per task slot and per GiB of cluster memory, which is what carries a job to hardware it has
+   never run on (a tree cannot divide two features by itself; a log or inverse of one feature
+   adds nothing to a tree, so only the ratios are proposed).
 1. **Recipes** of the retrieved documents (the analyzer retrieves with the workspace profile in
    round 0 and with the evaluator's feedback later), rendered with their default parameters,
    skipping recipes that read a table this workspace has no rows in.
@@ -36,9 +41,13 @@ from autofe.agents.llm import Proposal, ProposalBatch, ProposalRequest, Usage
 from autofe.featurespec import FeatureSpec
 from autofe.knowledge_base.corpus import Document, Recipe, load_corpus, recipe_spec
 from autofe.sandbox.rewrite import referenced_tables
+from autofe.schema import HARDWARE_COLUMNS
 
 VARIANT_FACTORS = (0.5, 2.0)
 TOP_COMBINE = 8
+SLOTS_RECIPE = "cores_task_slots"
+MEMORY_PER_SLOT_RECIPE = "cores_memory_per_slot_gb"
+SIZE_RECIPES = ("tablestats_input_bytes", "tablestats_pruned_bytes_estimate")
 _NAME_TAIL = re.compile(r"[^a-z0-9_]+")
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
@@ -79,6 +88,7 @@ class OfflinePlanner:
     def _drafts(self, request: ProposalRequest, empty: set[str]) -> Iterator[Drafted]:
         kept = request.feedback.get("kept", [])
         yield from profile_columns(request.profile)
+        yield from self._scale_out(request.profile, empty)
         yield from self._recipes(request, empty)
         yield from self._variants(kept, empty)
         yield from combinations(kept)
@@ -90,6 +100,28 @@ class OfflinePlanner:
                 spec = recipe_spec(doc, recipe)  # type: ignore[arg-type]
                 if not reads_any(spec.sql, empty):
                     yield _drafted(spec, origin=recipe.name)
+
+    def _scale_out(self, profile: Mapping[str, Any], empty: set[str]) -> Iterator[Drafted]:
+        """Each size per task slot and per GiB of the memory those slots share (when the
+        warehouse knows the runs' hardware)."""
+        if not profile.get("cluster_columns"):
+            return
+        slots, per_slot = (self._spec(n) for n in (SLOTS_RECIPE, MEMORY_PER_SLOT_RECIPE))
+        if slots is None or per_slot is None or reads_any(slots.sql, empty):
+            return
+        for size in [*numeric_profile_columns(profile), *self._sizes(empty)]:
+            yield _drafted(scaled(size, (slots,), "per_slot"), origin="scale-out")
+            yield _drafted(scaled(size, (slots, per_slot), "per_gb"), origin="scale-out")
+
+    def _sizes(self, empty: set[str]) -> Iterator[FeatureSpec]:
+        for name in SIZE_RECIPES:
+            spec = self._spec(name)
+            if spec is not None and not reads_any(spec.sql, empty):
+                yield spec
+
+    def _spec(self, recipe_name: str) -> FeatureSpec | None:
+        found = self._recipe(recipe_name)
+        return recipe_spec(*found) if found else None
 
     def _variants(self, kept: Sequence[Mapping[str, Any]], empty: set[str]) -> Iterator[Drafted]:
         for item in kept:
@@ -114,13 +146,46 @@ class OfflinePlanner:
 
 
 def profile_columns(profile: Mapping[str, Any]) -> Iterator[Drafted]:
-    """One feature per known-at-submit run attribute and per run parameter key."""
+    """One feature per known-at-submit run attribute, run parameter key and cluster column."""
     for name, value_type in sorted(profile.get("attribute_types", {}).items()):
         if _SAFE_KEY.fullmatch(name):
             yield _drafted(_attribute(name, value_type), origin="profile:attribute")
     for key, value_type in sorted(profile.get("parameter_types", {}).items()):
         if _SAFE_KEY.fullmatch(key):
             yield _drafted(_parameter(key, value_type), origin="profile:parameter")
+    for column in profile.get("cluster_columns", ()):
+        if column in HARDWARE_COLUMNS:
+            yield _drafted(_cluster(column), origin="profile:cluster")
+
+
+def numeric_profile_columns(profile: Mapping[str, Any]) -> Iterator[FeatureSpec]:
+    """The numeric run attributes and parameters (the candidate sizes of scale-out terms)."""
+    for name, value_type in sorted(profile.get("attribute_types", {}).items()):
+        if value_type == "DOUBLE" and _SAFE_KEY.fullmatch(name):
+            yield _attribute(name, value_type)
+    for key, value_type in sorted(profile.get("parameter_types", {}).items()):
+        if value_type == "DOUBLE" and _SAFE_KEY.fullmatch(key):
+            yield _parameter(key, value_type)
+
+
+def scaled(size: FeatureSpec, divisors: Sequence[FeatureSpec], word: str) -> FeatureSpec:
+    """``size`` divided by the product of ``divisors`` (NULL when the product is 0 or NULL)."""
+    parts = [size, *divisors]
+    product = " * ".join(f"CAST(d{i}.value AS DOUBLE)" for i in range(1, len(parts)))
+    joins = "\n".join(
+        f"JOIN (\n{_body(d.sql)}\n) AS d{i} USING (run_id)" for i, d in enumerate(divisors, 1)
+    )
+    sql = (
+        f"SELECT d0.run_id, CAST(d0.value AS DOUBLE) / nullif({product}, 0) AS value\n"
+        f"FROM (\n{_body(size.sql)}\n) AS d0\n{joins}"
+    )
+    return FeatureSpec(
+        name=_name(f"{size.name}_{word}"),
+        sql=sql,
+        category="data-size",
+        rationale=f"{size.name} {word.replace('_', ' ')}: work per unit of hardware (Ernest)",
+        kb_refs=tuple(sorted({r for d in parts for r in d.kb_refs})),
+    )
 
 
 def _attribute(name: str, value_type: str) -> FeatureSpec:
@@ -140,6 +205,15 @@ def _parameter(key: str, value_type: str) -> FeatureSpec:
     value = f"TRY_CAST({raw} AS DOUBLE)" if value_type == "DOUBLE" else raw
     sql = f"SELECT run_id, {value} AS value\nFROM runs"
     return _column_feature(f"param_{key}", sql, value_type, f"run parameter {key}")
+
+
+def _cluster(column: str) -> FeatureSpec:
+    sql = (
+        f"SELECT r.run_id, c.{column} AS value\nFROM runs AS r\n"
+        "LEFT JOIN cluster_configs AS c ON c.config_id = r.cluster_config_id"
+    )
+    value_type = "VARCHAR" if column == "node_type" else "DOUBLE"
+    return _column_feature(f"cluster_{column}", sql, value_type, f"cluster {column}")
 
 
 def _column_feature(name: str, sql: str, value_type: str, what: str) -> FeatureSpec:

@@ -28,6 +28,7 @@ from autofe.featurespec import FeatureSpec
 from autofe.modeling.conformal import conformal_quantile
 from autofe.modeling.dataset import Dataset, FeatureValues, Value, build_dataset, labelled_runs
 from autofe.modeling.metrics import score
+from autofe.schema import HARDWARE_COLUMNS
 from autofe.warehouse.connect import open_warehouse
 
 Folds = list[tuple[NDArray[np.intp], NDArray[np.intp]]]
@@ -45,13 +46,7 @@ PARAMS: dict[str, Any] = {
     "force_row_wise": True,
     "verbose": -1,
 }
-CLUSTER_COLUMNS = (
-    "node_type",
-    "num_workers",
-    "vcpu_per_node",
-    "memory_gb_per_node",
-    "hourly_price",
-)
+CLUSTER_COLUMNS = HARDWARE_COLUMNS
 
 
 @dataclass(frozen=True)

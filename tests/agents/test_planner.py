@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from autofe.agents.llm import KnowledgeSnippet, ProposalRequest
 from autofe.agents.planner import OfflinePlanner, parameter_variants
-from autofe.knowledge_base.corpus import load_corpus
+from autofe.knowledge_base.corpus import load_corpus, recipe_spec
 from autofe.sandbox.session import Sandbox
 
 DOCS = load_corpus()
@@ -89,3 +91,42 @@ def test_profile_columns_come_first_as_numbers_or_categories(example_warehouse: 
         scale = dict(sandbox.query(by_name["attr_tag_lab_scale_factor"].sql).rows)
     assert len(days) == len(scale) and sum(v is not None for v in days.values()) > len(days) / 2
     assert {v for v in scale.values() if v is not None} <= {0.01, 0.1, 1.0, 3.0, 6.0, 10.0, 12.0}
+
+
+def test_hardware_facts_and_scale_out_terms_read_the_run_cluster(example_warehouse: Path) -> None:
+    """Sizes per task slot and per GiB: a local[N] run has N slots sharing the driver heap."""
+    profile = {
+        "attribute_types": {"tag.lab_scale_factor": "DOUBLE"},
+        "cluster_columns": ["node_type", "vcpu_per_node", "spot_bid"],
+        "empty_tables": ["table_stats"],
+    }
+    batch = OfflinePlanner(DOCS).propose(_request([], profile=profile, max_proposals=500))
+    by_name = {p.name: p for p in batch.proposals}
+    assert list(by_name) == [
+        "attr_tag_lab_scale_factor",
+        "cluster_node_type",
+        "cluster_vcpu_per_node",
+        "attr_tag_lab_scale_factor_per_slot",
+        "attr_tag_lab_scale_factor_per_gb",
+    ]  # an unknown cluster column and sizes from an empty table are left out
+    assert by_name["cluster_node_type"].value_type == "VARCHAR"
+    assert by_name["attr_tag_lab_scale_factor_per_gb"].category == "data-size"
+    slots, memory_per_slot = _recipe_values(
+        example_warehouse, ("cores_task_slots", "cores_memory_per_slot_gb")
+    )
+    with Sandbox.open(example_warehouse) as sandbox:
+        values = {n: dict(sandbox.query(p.sql).rows) for n, p in by_name.items()}
+    scale = values["attr_tag_lab_scale_factor"]
+    per_slot = values["attr_tag_lab_scale_factor_per_slot"]
+    checked = [r for r, v in scale.items() if v is not None and slots[r]]
+    assert len(checked) > len(scale) / 2 and set(values["cluster_node_type"].values()) - {None}
+    for run in checked:
+        assert per_slot[run] == pytest.approx(scale[run] / slots[run])
+        gb = values["attr_tag_lab_scale_factor_per_gb"][run]
+        assert gb == pytest.approx(scale[run] / (slots[run] * memory_per_slot[run]))
+
+
+def _recipe_values(db: Path, names: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+    recipes = {r.name: (d, r) for d in DOCS for r in d.recipes}
+    with Sandbox.open(db) as sandbox:
+        return tuple(dict(sandbox.query(recipe_spec(*recipes[n]).sql).rows) for n in names)
