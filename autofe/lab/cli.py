@@ -13,6 +13,7 @@ from autofe.config import workspace_path
 from autofe.console import user_errors
 from autofe.errors import ConfigError
 from autofe.lab.effects import effects_text, measure_workspace
+from autofe.lab.forget import forget_runs
 from autofe.lab.generate import DEFAULT_SCALE_FACTORS, generate
 from autofe.lab.histogram import write_histogram
 from autofe.lab.noise import NoiseRow, noise_floor
@@ -148,3 +149,18 @@ def pack_command(
         f"{report.archive}: {report.files} files, {report.bytes_in / 1e6:.1f} MB in, "
         f"{report.bytes_out / 1e6:.1f} MB out, sha256 {report.sha256[:16]}"
     )
+
+
+@lab_app.command("forget")
+@user_errors
+def forget_command(
+    workspace: Annotated[Path, typer.Option("--workspace", help="A lab workspace (unpacked).")],
+    run: Annotated[list[int], typer.Option("--run", help="A finished run to run again.")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Forget finished runs (and their retries): resuming the generation runs them again."""
+    deleted = forget_runs(workspace, run)
+    if as_json:
+        typer.echo(json.dumps({"forgotten": deleted}))
+        return
+    typer.echo(f"forgot {len(deleted)} runs of {workspace}: {' '.join(map(str, deleted))}")

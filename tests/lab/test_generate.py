@@ -15,6 +15,7 @@ import pytest
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError
 from autofe.lab.configs import sweep_configs
+from autofe.lab.forget import forget_runs
 from autofe.lab.generate import build_plan, generate, load_jobs
 from autofe.lab.plan import OFF_HABIT_SHARE, RunSpec, habit
 from autofe.lab.runner import Outcome
@@ -74,9 +75,19 @@ def test_tiny_workspace_ingests_with_linked_event_logs(tmp_path: Path) -> None:
     assert report.failed <= retries
     again = generate(out, runs=3, seed=7, days=1, jobs=JOBS, scale_factors=(0.01,))
     assert again.executed == 0 and again.already_done == report.executed
+    first = min(int(p.stem) for p in (out / "runs").glob("*.json"))
+    before = json.loads((out / "runs" / f"{first}.json").read_text())
+    forgotten = forget_runs(out, [first])  # run again, at the same virtual time
+    resumed = generate(out, runs=3, seed=7, days=1, jobs=JOBS, scale_factors=(0.01,))
+    assert resumed.already_done == report.executed - len(forgotten) and resumed.executed >= 1
+    after = json.loads((out / "runs" / f"{first}.json").read_text())
+    assert (after["start_time"], after["cluster_instance"]) == (
+        before["start_time"],
+        before["cluster_instance"],
+    )
 
     parts = sorted(p for p in (out / "cluster-logs").rglob("eventlog*") if p.is_file())
-    assert len(parts) == report.executed  # one delivered, zstd-compressed part per run
+    assert len(parts) == len(list((out / "runs").glob("*.json")))  # one zstd part per run
     assert all(p.name.startswith("eventlog-2024-") and p.suffix == ".zstd" for p in parts)
 
     db = tmp_path / "w.duckdb"
