@@ -50,6 +50,7 @@ MEMORY_PER_SLOT_RECIPE = "cores_memory_per_slot_gb"
 SIZE_RECIPES = ("tablestats_input_bytes", "tablestats_pruned_bytes_estimate")
 _NAME_TAIL = re.compile(r"[^a-z0-9_]+")
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+_IDENTIFIER = re.compile(r"(^|[_.\-])[iI][dD]$|[a-z]Id$")
 
 
 @dataclass(frozen=True)
@@ -159,13 +160,24 @@ def profile_columns(profile: Mapping[str, Any]) -> Iterator[Drafted]:
 
 
 def numeric_profile_columns(profile: Mapping[str, Any]) -> Iterator[FeatureSpec]:
-    """The numeric run attributes and parameters (the candidate sizes of scale-out terms)."""
+    """The numeric run attributes and parameters that can be amounts of work (the candidate
+    sizes of scale-out terms): not identifiers (``config_id``, ``vmId``: a number, not a size)."""
     for name, value_type in sorted(profile.get("attribute_types", {}).items()):
-        if value_type == "DOUBLE" and _SAFE_KEY.fullmatch(name):
+        if _amount(name, value_type):
             yield _attribute(name, value_type)
     for key, value_type in sorted(profile.get("parameter_types", {}).items()):
-        if value_type == "DOUBLE" and _SAFE_KEY.fullmatch(key):
+        if _amount(key, value_type):
             yield _parameter(key, value_type)
+
+
+def _amount(name: str, value_type: str) -> bool:
+    """
+    >>> [_amount(n, "DOUBLE") for n in ("data_size_MB", "config_id", "vmId", "paid", "id")]
+    [True, False, False, True, False]
+    """
+    return (
+        value_type == "DOUBLE" and bool(_SAFE_KEY.fullmatch(name)) and not _IDENTIFIER.search(name)
+    )
 
 
 def scaled(size: FeatureSpec, divisors: Sequence[FeatureSpec], word: str) -> FeatureSpec:

@@ -96,19 +96,20 @@ def test_profile_columns_come_first_as_numbers_or_categories(example_warehouse: 
 def test_hardware_facts_and_scale_out_terms_read_the_run_cluster(example_warehouse: Path) -> None:
     """Sizes per task slot and per GiB: a local[N] run has N slots sharing the driver heap."""
     profile = {
-        "attribute_types": {"tag.lab_scale_factor": "DOUBLE"},
+        "attribute_types": {"tag.lab_scale_factor": "DOUBLE", "tag.config_id": "DOUBLE"},
         "cluster_columns": ["node_type", "vcpu_per_node", "spot_bid"],
         "empty_tables": ["table_stats"],
     }
     batch = OfflinePlanner(DOCS).propose(_request([], profile=profile, max_proposals=500))
     by_name = {p.name: p for p in batch.proposals}
     assert list(by_name) == [
+        "attr_tag_config_id",
         "attr_tag_lab_scale_factor",
         "cluster_node_type",
         "cluster_vcpu_per_node",
         "attr_tag_lab_scale_factor_per_slot",
         "attr_tag_lab_scale_factor_per_gb",
-    ]  # an unknown cluster column and sizes from an empty table are left out
+    ]  # an unknown cluster column, an identifier and sizes from an empty table are left out
     assert by_name["cluster_node_type"].value_type == "VARCHAR"
     assert by_name["attr_tag_lab_scale_factor_per_gb"].category == "data-size"
     slots, memory_per_slot = _recipe_values(
