@@ -26,6 +26,7 @@ import duckdb
 import numpy as np
 from numpy.typing import NDArray
 
+from autofe.agents.gates.completeness import applicable_coverage
 from autofe.agents.state import Candidate, Dropped, Kept, Materialized
 from autofe.errors import ConfigError, WarehouseError
 from autofe.modeling.dataset import LABELLED_SQL, Labelled, Value, as_labelled, build_dataset
@@ -230,20 +231,22 @@ def _bin_shares(
 
 
 def quality_issue(
-    values: Mapping[str, Value], run_ids: Sequence[str], min_coverage: float
+    values: Mapping[str, Value], jobs: Mapping[str, str], min_coverage: float
 ) -> str | None:
-    """Why a feature cannot help on ``run_ids`` (the training runs), or None when it can.
+    """Why a feature cannot help on the training runs (``jobs``: run id → job), or None.
 
-    Too few values, NaN/inf, or a single distinct value give a model nothing to split on (or
-    something it cannot split on), and would only cost CV time.
+    Too few values (among the runs of the jobs it gives a value for, as the completeness gate
+    counts), NaN/inf, or a single distinct value give a model nothing to split on (or something
+    it cannot split on), and would only cost CV time.
 
-    >>> quality_issue({"a": 1.0, "b": 1.0}, ["a", "b"], 0.5)
+    >>> quality_issue({"a": 1.0, "b": 1.0}, {"a": "j", "b": "j"}, 0.5)
     'constant: every training run has 1.0'
-    >>> quality_issue({"a": 1.0, "b": 2.0}, ["a", "b"], 0.5) is None
+    >>> quality_issue({"a": 1.0, "b": 2.0}, {"a": "j", "b": "j", "c": "other"}, 0.5) is None
     True
     """
-    present = [v for r in run_ids if (v := values.get(r)) is not None]
-    share = len(present) / len(run_ids) if run_ids else 0.0
+    present = [v for r in jobs if (v := values.get(r)) is not None]
+    covered, applicable = applicable_coverage({r for r in jobs if values.get(r) is not None}, jobs)
+    share = covered / applicable if applicable else 0.0
     if share < min_coverage or not present:
         return f"coverage {share:.2f} below {min_coverage:.2f} on the training runs"
     bad = sum(not math.isfinite(v) for v in present if not isinstance(v, str))
@@ -325,6 +328,7 @@ def _screen(
 ) -> tuple[list[_Survivor], list[Dropped]]:
     """Quality and stability screens, before any model is fit (they cost no CV)."""
     run_ids = [r[0] for r in train]
+    jobs = {r[0]: r[1] for r in train}
     half = len(run_ids) // 2
     names = {k["name"] for k in kept}
     feature_ids = {k["feature_id"] for k in kept}
@@ -333,7 +337,7 @@ def _screen(
     for candidate, result in fresh:
         name, values = candidate["name"], stored[result["feature_id"]]
         issue = _duplicate(name, result["feature_id"], names, feature_ids)
-        issue = issue or quality_issue(values, run_ids, settings.min_coverage)
+        issue = issue or quality_issue(values, jobs, settings.min_coverage)
         if issue:
             dropped.append(_dropped(name, "quality", issue, iteration))
             continue

@@ -317,8 +317,12 @@ def test_psi_is_zero_for_the_same_distribution_and_large_for_a_shift() -> None:
         ({"a": 1.0, "b": math.inf, "c": 2.0}, "1 NaN or infinite"),
         ({"a": "x", "b": "x", "c": "x"}, "constant: every training run has 'x'"),
         ({"a": "x", "b": "y"}, None),
+        ({"d": 1.0, "e": 2.0}, None),  # job k's own parameter: all of its runs have one
+        ({"d": 1.0}, "constant"),  # half of k's runs are enough
+        ({"a": 1.0, "d": 2.0}, "coverage 0.40"),
     ],
 )
 def test_quality_issue(values: dict[str, Any], expected: str | None) -> None:
-    issue = quality_issue(values, ["a", "b", "c"], 0.5)
+    jobs = {"a": "j", "b": "j", "c": "j", "d": "k", "e": "k"}
+    issue = quality_issue(values, jobs, 0.5)
     assert issue == expected if expected is None else (issue or "").startswith(expected)

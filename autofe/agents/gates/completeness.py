@@ -12,7 +12,7 @@ import difflib
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlglot
@@ -197,12 +197,12 @@ def _dry_run(spec: FeatureSpec, settings: GateSettings, sandbox: Sandbox) -> lis
     shape = _shape(first)
     if shape:
         return shape
-    run_ids = _run_ids(sandbox)
+    jobs = _run_jobs(sandbox)
     reasons = [
         *_duplicates(first),
         *_value_type(first, spec.value_type),
-        *_budget(first, len(run_ids), settings),
-        *_coverage(first, run_ids, settings),
+        *_budget(first, len(jobs), settings),
+        *_coverage(first, jobs, settings),
     ]
     if any(r.code == Completeness.OVER_BUDGET for r in reasons):
         return reasons  # a second run would cost as much again
@@ -210,9 +210,10 @@ def _dry_run(spec: FeatureSpec, settings: GateSettings, sandbox: Sandbox) -> lis
     return reasons + (failed if second is None else _determinism(first, second))
 
 
-def _run_ids(sandbox: Sandbox) -> set[Any]:
-    result = sandbox.query("SELECT run_id FROM runs")
-    return {row[0] for row in result.rows}
+def _run_jobs(sandbox: Sandbox) -> dict[Any, str]:
+    """Every run's job ('' for runs of no job)."""
+    result = sandbox.query("SELECT run_id, coalesce(job_id, '') FROM runs")
+    return {row[0]: row[1] for row in result.rows}
 
 
 def _shape(result: QueryResult) -> list[Reason]:
@@ -280,17 +281,37 @@ def _budget(result: QueryResult, runs: int, settings: GateSettings) -> list[Reas
     return [_reason(Completeness.OVER_BUDGET, message)]
 
 
-def _coverage(result: QueryResult, run_ids: set[Any], settings: GateSettings) -> list[Reason]:
-    """Share of runs with a non-null value; runs missing from the output count as null."""
-    covered = {row[0] for row in result.rows if row[1] is not None and row[0] in run_ids}
-    share = len(covered) / len(run_ids) if run_ids else 0.0
+def _coverage(result: QueryResult, jobs: dict[Any, str], settings: GateSettings) -> list[Reason]:
+    """Share of runs with a non-null value among the runs of the jobs it applies to; runs
+    missing from the output count as null (see :func:`applicable_coverage`)."""
+    covered = {row[0] for row in result.rows if row[1] is not None and row[0] in jobs}
+    n_covered, applicable = applicable_coverage(covered, jobs)
+    share = n_covered / applicable if applicable else 0.0
     if share >= settings.min_coverage:
         return []
+    n_jobs = len({jobs[r] for r in covered})
     message = (
-        f"only {len(covered)} of {len(run_ids)} runs ({share:.1%}) get a non-null value; "
-        f"at least {settings.min_coverage:.0%} needed"
+        f"only {n_covered} of the {applicable} runs of the {n_jobs} jobs it gives a value for "
+        f"({share:.1%}) get a non-null value; at least {settings.min_coverage:.0%} needed"
     )
     return [_reason(Completeness.LOW_COVERAGE, message)]
+
+
+def applicable_coverage(covered: set[Any], jobs: Mapping[Any, str]) -> tuple[int, int]:
+    """(runs with a value, runs of the jobs that have any value).
+
+    A job's own parameter (k of a k-means job, the window of a windowed report) exists only for
+    that job's runs: measured over every run of a multi-job workspace it would look mostly
+    missing, although it is there wherever it means something. So coverage counts the runs of
+    the jobs it applies to; runs of no job form one group.
+
+    >>> applicable_coverage({"r1", "r2"}, {"r1": "kmeans", "r2": "kmeans", "r3": "sort"})
+    (2, 2)
+    >>> applicable_coverage({"r1"}, {"r1": "kmeans", "r2": "kmeans", "r3": "sort"})
+    (1, 2)
+    """
+    applies = {jobs[r] for r in covered}
+    return len(covered), sum(1 for job in jobs.values() if job in applies)
 
 
 def _determinism(first: QueryResult, second: QueryResult) -> list[Reason]:

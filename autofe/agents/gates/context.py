@@ -37,7 +37,8 @@ class GateSettings:
     """Thresholds and budgets of the gates."""
 
     min_coverage: float = 0.5
-    """Share of runs that must get a non-null value."""
+    """Share of runs that must get a non-null value, among the runs of the jobs the feature gives
+    any value for (a job's own parameter is not missing for the other jobs)."""
     budget_s_per_1000_runs: float = 2.0
     """Extraction budget B: the dry run may take at most this per 1 000 runs."""
     dynamic_targets: int = 6
