@@ -5,10 +5,10 @@ configuration (the model never saw the configuration it prices), with the upper 
 90 % split-conformal interval. :func:`autofe.evals.cost.compare_policies` then picks, per job,
 the cheapest configuration whose predicted p50 (or bound) meets the deadline.
 
-Generated features may read other runs' outcomes, so for them every fold computes the values
-with its test runs hidden, and the interval's calibration rows are hidden too in a second
-masked copy: a calibration run must not find its own configuration's history, or the bound
-would be calibrated on errors smaller than the test runs'.
+Generated features may read other runs' outcomes, so for them every run's values are computed
+with its own fold's runs hidden (:func:`autofe.evals.masked.out_of_fold_values`): a priced
+configuration cannot read its own history, and neither can a calibration run, whose errors
+would otherwise be smaller than the test runs' and the bound too tight.
 """
 
 from __future__ import annotations
@@ -20,19 +20,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from autofe.evals.cost import Option
-from autofe.evals.masked import masked_values
+from autofe.evals.masked import out_of_fold_values
 from autofe.evals.protocols import (
     Groups,
     K,
-    fit_predict,
     grouped_folds,
-    hold_back,
     interval_highs,
     labelled_groups,
     out_of_fold,
 )
 from autofe.featurespec import FeatureSpec
-from autofe.modeling.conformal import conformal_quantile
 from autofe.modeling.dataset import FeatureValues, Labelled, build_dataset
 from autofe.warehouse.connect import open_warehouse
 
@@ -53,23 +50,12 @@ def generated_choice_options(
     db: Path, specs: Sequence[FeatureSpec], extras: Mapping[str, FeatureValues], seed: int = 0
 ) -> dict[str, list[Option]]:
     """As :func:`config_choice_options` for generated ``specs``, per named set of ``extras``
-    (values that read no outcomes, e.g. node-type facts; ``{}`` for the specs alone); each
-    fold's values are computed once for every set, with its test runs' outcomes hidden."""
+    (values that read no outcomes, e.g. node-type facts; ``{}`` for the specs alone), on the
+    specs' out-of-fold values: every run's computed with its own fold's outcomes hidden, so
+    neither a priced configuration nor a calibration run reads its own configuration."""
     runs, groups = labelled_groups(db)
-    p50 = {name: np.full(len(runs), np.nan) for name in extras}
-    high = {name: np.full(len(runs), np.nan) for name in extras}
-    log_y = np.log(np.array([r[3] for r in runs]))
-    for train, test in grouped_folds(groups.config, K, seed):
-        fit_rows, cal_rows = hold_back(train, groups.config, seed)
-        values = masked_values(db, specs, _ids(runs, test))
-        calibration = masked_values(db, specs, _ids(runs, np.concatenate([test, cal_rows])))
-        for name, extra in extras.items():
-            data = build_dataset(runs, {**extra, **values})
-            p50[name][test] = np.exp(fit_predict(data, train, test, seed))
-            cal = build_dataset(runs, {**extra, **calibration})
-            residuals = np.abs(fit_predict(cal, fit_rows, cal_rows, seed) - log_y[cal_rows])
-            high[name][test] = p50[name][test] * np.exp(conformal_quantile(residuals, LEVEL))
-    return {n: choice_options(db, runs, groups, p50[n], high[n]) for n in extras}
+    values = out_of_fold_values(db, runs, specs, grouped_folds(groups.config, K, seed))
+    return {n: config_choice_options(db, {**e, **values}, seed) for n, e in extras.items()}
 
 
 def choice_options(

@@ -9,6 +9,12 @@ post-execution data is gone: their ``runs`` outcome columns are NULL (status, ti
 their post-execution ``run_attributes`` and every event-log row (stages, applications...) are
 deleted. The held-out runs stay as rows (their known-at-submit columns are what a prediction
 reads); labels come from the original warehouse.
+
+Every run's values come from the copy that hid its own fold (:func:`out_of_fold_values`), the
+training runs' as well as the test runs': a model trained on runs that could read their own
+configuration's history (a replicate a few rows earlier) learns to trust it, and is then
+misled on a held-out configuration where that history is gone. Hiding each run's own fold for
+everyone makes the training rows look like the test rows, as out-of-fold target encoding does.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from numpy.typing import NDArray
 
 from autofe.featurespec import FeatureSpec
 from autofe.modeling.compute import compute_values
-from autofe.modeling.dataset import Dataset, FeatureValues, Labelled, build_dataset
+from autofe.modeling.dataset import Dataset, FeatureValues, Labelled, Value, build_dataset
 from autofe.sandbox.session import Sandbox
 
 Folds = list[tuple[NDArray[np.intp], NDArray[np.intp]]]
@@ -80,6 +86,19 @@ def _hide(con: duckdb.DuckDBPyConnection, table: str, columns: list[str]) -> Non
         con.execute(f'DELETE FROM "{table}" WHERE {where}')
 
 
+def out_of_fold_values(
+    db: Path, runs: Labelled, specs: Sequence[FeatureSpec], folds: Folds
+) -> FeatureValues:
+    """Each run's values of ``specs`` computed with its own fold's runs hidden (one masked
+    copy per fold); runs in no test fold get none."""
+    merged: dict[str, dict[str, Value]] = {spec.name: {} for spec in specs}
+    for _, test in folds:
+        ids = [runs[i][0] for i in test]
+        for name, by_run in masked_values(db, specs, ids).items():
+            merged[name].update((r, by_run.get(r)) for r in ids)
+    return merged
+
+
 def masked_out_of_fold(
     db: Path,
     runs: Labelled,
@@ -88,14 +107,14 @@ def masked_out_of_fold(
     fit_predict: FitPredict,
     extras: Mapping[str, FeatureValues],
 ) -> dict[str, NDArray[np.float64]]:
-    """Per named set, each run's prediction (seconds) by its fold's model, on ``specs``
-    computed with that fold's test runs hidden (once per fold) plus the set's extra values,
-    which read no outcomes (e.g. raw columns). ``fit_predict(data, train, test)`` returns log
+    """Per named set, each run's prediction (seconds) by its fold's model, on the out-of-fold
+    values of ``specs`` (:func:`out_of_fold_values`) plus the set's extra values, which read
+    no outcomes (e.g. raw columns). ``fit_predict(data, train, test)`` returns log
     predictions for ``test``."""
+    values = out_of_fold_values(db, runs, specs, folds)
     predicted = {name: np.full(len(runs), np.nan) for name in extras}
-    for train, test in folds:
-        values = masked_values(db, specs, [runs[i][0] for i in test])
-        for name, extra in extras.items():
-            data = build_dataset(runs, {**extra, **values})
+    for name, extra in extras.items():
+        data = build_dataset(runs, {**extra, **values})
+        for train, test in folds:
             predicted[name][test] = np.exp(fit_predict(data, train, test))
     return predicted

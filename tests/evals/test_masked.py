@@ -10,8 +10,14 @@ import numpy as np
 import pytest
 
 from autofe.config import IngestSettings
-from autofe.evals.masked import hide_outcomes, masked_values
-from autofe.evals.protocols import evaluate_generated, labelled_groups, raw_values
+from autofe.evals.masked import hide_outcomes, masked_values, out_of_fold_values
+from autofe.evals.protocols import (
+    evaluate_generated,
+    grouped_folds,
+    labelled_groups,
+    leave_one_group_out,
+    raw_values,
+)
 from autofe.featurespec import FeatureSpec
 from autofe.pipelines.ingest import ingest
 
@@ -95,3 +101,16 @@ def test_generated_sets_are_scored_without_peeking_at_the_held_out_group(
     assert all(r.runs == len(runs) for r in results)
     assert {r.n_features for r in results if r.features == "history + raw"} == {len(raw) + 1}
     assert all(np.isfinite(r.mape) and r.mape < 1 for r in results if r.features != "history")
+
+
+def test_out_of_fold_values_hide_every_run_s_own_fold(
+    c3o_db: Path, same_config_last: FeatureSpec
+) -> None:
+    """Training rows as well as test rows: no run reads its own configuration's history."""
+    runs, groups = labelled_groups(c3o_db)
+    folds = grouped_folds(groups.config, 5, seed=0)
+    (values,) = out_of_fold_values(c3o_db, runs, [same_config_last], folds).values()
+    assert set(values) == {r[0] for r in runs} and all(v is None for v in values.values())
+    by_type = leave_one_group_out(groups.node_type)
+    (last_of_type,) = out_of_fold_values(c3o_db, runs, [same_config_last], by_type).values()
+    assert all(v is None for v in last_of_type.values())  # a config has one node type
