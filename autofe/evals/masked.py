@@ -51,6 +51,20 @@ def masked_values(db: Path, specs: Sequence[FeatureSpec], hidden: Sequence[str])
             return compute_values(sandbox, specs)
 
 
+def submit_time_only(db: Path, specs: Sequence[FeatureSpec]) -> list[FeatureSpec]:
+    """The ``specs`` whose values stay the same when no run has an outcome: they read only
+    what is known at submit (configuration, parameters, table statistics, the calendar), not
+    the history of earlier runs.
+
+    That is the set for a configuration a job has never run on: its history on other
+    configurations describes other hardware, and a model that learnt to trust it is misled.
+    """
+    with duckdb.connect(str(db), read_only=True) as con:
+        every = [r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()]
+    seen, blind = masked_values(db, specs, []), masked_values(db, specs, every)
+    return [s for s in specs if seen[s.name] == blind[s.name]]
+
+
 def hide_outcomes(db: Path, hidden: Sequence[str]) -> None:
     """Remove the post-execution data of ``hidden`` runs from ``db`` (in place: a copy)."""
     with duckdb.connect(str(db)) as con:

@@ -7,7 +7,9 @@ in ``docs/results.md`` can be reproduced on a clean checkout:
    generated ones when ``--generated`` names a catalog or run directory);
 2. C3O, Scout and CherryPick through their mapping files → both protocols with LightGBM on the
    raw columns, and on the raw columns plus the node-type facts ingest fills in (vCPU, memory,
-   price of the machine type: what a model needs to say anything about unseen hardware);
+   price of the machine type: what a model needs to say anything about unseen hardware); with
+   ``--generated-dir``, the catalog of ``autofe run`` on each dataset, whole and restricted to
+   the features that read no run's outcome (:func:`autofe.evals.masked.submit_time_only`);
 3. configuration choice on Scout and CherryPick at a deadline of 1.5 × each job's fastest
    true runtime.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from autofe.config import IngestSettings, example_workspace
 from autofe.evals.choice import config_choice_options, generated_choice_options
 from autofe.evals.cost import PolicyResult, compare_policies
+from autofe.evals.masked import submit_time_only
 from autofe.evals.protocols import (
     CLUSTER_COLUMNS,
     ProtocolResult,
@@ -38,6 +41,8 @@ from autofe.pipelines.run_table import load_mapping
 MAPPINGS = Path(__file__).resolve().parents[2] / "examples" / "mappings"
 DATASETS = ("c3o", "scout-multinode", "cherrypick")
 COST_DATASETS = ("scout-multinode", "cherrypick")
+SUBMIT_TIME = "generated, submit-time only"
+"""The generated features that read no run's outcome: the set for hardware a job never ran on."""
 
 
 @dataclass
@@ -96,11 +101,11 @@ def _score_dataset(
     if catalog is None or not catalog.is_dir():
         return
     specs = read_feature_set(catalog)
-    extras = {"generated": {}, "generated + node-type facts": sets["raw + node-type facts"]}
-    result.protocols += evaluate_generated(db, name, specs, extras)
-    if name in COST_DATASETS:
-        for label, options in generated_choice_options(db, specs, extras).items():
-            result.choice[f"{name}, {label}"] = compare_policies(options)
+    for label, chosen in (("generated", specs), (SUBMIT_TIME, submit_time_only(db, specs))):
+        result.protocols += evaluate_generated(db, name, chosen, {label: {}})
+        if name in COST_DATASETS:
+            for key, options in generated_choice_options(db, chosen, {label: {}}).items():
+                result.choice[f"{name}, {key}"] = compare_policies(options)
 
 
 def results_markdown(result: SuiteResult) -> str:

@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from autofe.config import IngestSettings
-from autofe.evals.masked import hide_outcomes, masked_values, out_of_fold_values
+from autofe.evals.masked import (
+    hide_outcomes,
+    masked_values,
+    out_of_fold_values,
+    submit_time_only,
+)
 from autofe.evals.protocols import (
     evaluate_generated,
     grouped_folds,
@@ -114,3 +119,14 @@ def test_out_of_fold_values_hide_every_run_s_own_fold(
     by_type = leave_one_group_out(groups.node_type)
     (last_of_type,) = out_of_fold_values(c3o_db, runs, [same_config_last], by_type).values()
     assert all(v is None for v in last_of_type.values())  # a config has one node type
+
+
+def test_submit_time_only_keeps_the_features_that_read_no_outcome(
+    c3o_db: Path, same_config_last: FeatureSpec
+) -> None:
+    size = FeatureSpec(
+        name="data_mb",
+        category="data-size",
+        sql="SELECT run_id, value FROM run_attributes WHERE name = 'data_size_MB'",
+    )
+    assert submit_time_only(c3o_db, [same_config_last, size]) == [size]

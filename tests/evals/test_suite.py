@@ -34,7 +34,7 @@ def test_suite_writes_the_report_and_the_results_table(
         "raw columns",
         "raw + node-type facts",
         "generated",
-        "generated + node-type facts",
+        "generated, submit-time only",
     }
     assert set(result.choice) == {f"cherrypick, {s}" for s in sets}
     oracle = next(r for r in result.choice["cherrypick, raw columns"] if r.policy == "oracle")
