@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from autofe.config import IngestSettings, external_data_dir
+from autofe.featurespec import FeatureSpec
 from autofe.modeling.dataset import FeatureValues
 from autofe.pipelines.ingest import ingest
 
@@ -145,3 +147,36 @@ def manual_model(tmp_path_factory: pytest.TempPathFactory, example_warehouse: Pa
     out = tmp_path_factory.mktemp("manual-model")
     train_model(example_warehouse, manual_features(), out)
     return out
+
+
+@pytest.fixture(scope="session")
+def mapping_db(tmp_path_factory: pytest.TempPathFactory, external: Path) -> Callable[[str], Path]:
+    """A shipped mapping's dataset ingested into its own warehouse, once per session."""
+    made: dict[str, Path] = {}
+
+    def db(name: str) -> Path:
+        if name not in made:
+            made[name] = tmp_path_factory.mktemp(name) / f"{name}.duckdb"
+            ingest(
+                [REPO / "examples" / "mappings" / f"{name}.toml"],
+                IngestSettings(db=made[name], workers=1),
+            )
+        return made[name]
+
+    return db
+
+
+@pytest.fixture(scope="session")
+def same_config_last() -> FeatureSpec:
+    """The latest earlier successful run of the job on the same configuration: pure history of
+    the held-out group under a configuration or machine-type protocol."""
+    return FeatureSpec(
+        name="same_config_last_s",
+        category="history",
+        sql=(
+            "SELECT t.run_id, (SELECT h.duration_s FROM runs AS h "
+            "WHERE h.cluster_config_id = t.cluster_config_id AND h.job_id = t.job_id "
+            "AND h.status = 'SUCCEEDED' AND h.end_time < t.submit_time "
+            "ORDER BY h.end_time DESC, h.run_id DESC LIMIT 1) AS value FROM runs AS t"
+        ),
+    )

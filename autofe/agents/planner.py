@@ -184,13 +184,7 @@ def scaled(size: FeatureSpec, divisors: Sequence[FeatureSpec], word: str) -> Fea
     """``size`` divided by the product of ``divisors`` (NULL when the product is 0 or NULL)."""
     parts = [size, *divisors]
     product = " * ".join(f"CAST(d{i}.value AS DOUBLE)" for i in range(1, len(parts)))
-    joins = "\n".join(
-        f"JOIN (\n{_body(d.sql)}\n) AS d{i} USING (run_id)" for i, d in enumerate(divisors, 1)
-    )
-    sql = (
-        f"SELECT d0.run_id, CAST(d0.value AS DOUBLE) / nullif({product}, 0) AS value\n"
-        f"FROM (\n{_body(size.sql)}\n) AS d0\n{joins}"
-    )
+    sql = _nested([d.sql for d in parts], f"CAST(d0.value AS DOUBLE) / nullif({product}, 0)")
     return FeatureSpec(
         name=_name(f"{size.name}_{word}"),
         sql=sql,
@@ -275,11 +269,9 @@ def combinations(kept: Sequence[Mapping[str, Any]]) -> Iterator[Drafted]:
 
 
 def _combined(a: Mapping[str, Any], b: Mapping[str, Any], op: str, word: str) -> FeatureSpec:
-    right = "b.value" if op == "*" else "nullif(b.value, 0)"
-    sql = (
-        f"SELECT a.run_id, CAST(a.value AS DOUBLE) {op} CAST({right} AS DOUBLE) AS value\n"
-        f"FROM (\n{_body(a['sql'])}\n) AS a\nJOIN (\n{_body(b['sql'])}\n) AS b USING (run_id)"
-    )
+    right = "d1.value" if op == "*" else "nullif(d1.value, 0)"
+    value = f"CAST(d0.value AS DOUBLE) {op} CAST({right} AS DOUBLE)"
+    sql = _nested([a["sql"], b["sql"]], value)
     return FeatureSpec(
         name=_name(f"{a['name']}_{word}_{b['name']}"),
         sql=sql,
@@ -287,6 +279,14 @@ def _combined(a: Mapping[str, Any], b: Mapping[str, Any], op: str, word: str) ->
         rationale=f"{a['name']} {op} {b['name']}: runtime is often size times rate",
         kb_refs=tuple(sorted({*a.get("kb_refs", ()), *b.get("kb_refs", ())})),
     )
+
+
+def _nested(sqls: Sequence[str], value: str) -> str:
+    """``value`` (over ``d0.value``, ``d1.value``...) of features joined on run_id."""
+    joins = "".join(
+        f"\nJOIN (\n{_body(sql)}\n) AS d{i} USING (run_id)" for i, sql in enumerate(sqls[1:], 1)
+    )
+    return f"SELECT d0.run_id, {value} AS value\nFROM (\n{_body(sqls[0])}\n) AS d0{joins}"
 
 
 def _body(sql: str) -> str:

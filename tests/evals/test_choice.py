@@ -3,20 +3,17 @@ own runs' outcomes, and with nothing generated the masked path is the plain one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from autofe.config import IngestSettings
 from autofe.evals.choice import config_choice_options, generated_choice_options
 from autofe.evals.cost import compare_policies
 from autofe.evals.masked import masked_values
 from autofe.evals.protocols import CLUSTER_COLUMNS, raw_values
 from autofe.featurespec import FeatureSpec
 from autofe.modeling.dataset import FeatureValues
-from autofe.pipelines.ingest import ingest
-
-REPO = Path(__file__).resolve().parents[2]
 
 # how fast the run's configuration ran the other jobs: a strong signal, and one the grouped
 # protocol must not let the priced configuration see (CherryPick runs each job once per config)
@@ -32,10 +29,8 @@ SAME_CONFIG_OTHER_JOBS = FeatureSpec(
 
 
 @pytest.fixture(scope="module")
-def cherrypick_db(tmp_path_factory: pytest.TempPathFactory, external: Path) -> Path:
-    db = tmp_path_factory.mktemp("choice") / "cherrypick.duckdb"
-    ingest([REPO / "examples" / "mappings" / "cherrypick.toml"], IngestSettings(db=db, workers=1))
-    return db
+def cherrypick_db(mapping_db: Callable[[str], Path]) -> Path:
+    return mapping_db("cherrypick")
 
 
 @pytest.fixture(scope="module")

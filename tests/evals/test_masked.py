@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pytest
 
-from autofe.config import IngestSettings
 from autofe.evals.masked import (
     hide_outcomes,
     masked_values,
@@ -24,16 +24,11 @@ from autofe.evals.protocols import (
     raw_values,
 )
 from autofe.featurespec import FeatureSpec
-from autofe.pipelines.ingest import ingest
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def c3o_db(tmp_path_factory: pytest.TempPathFactory, external: Path) -> Path:
-    db = tmp_path_factory.mktemp("masked") / "c3o.duckdb"
-    ingest([REPO / "examples" / "mappings" / "c3o.toml"], IngestSettings(db=db, workers=1))
-    return db
+def c3o_db(mapping_db: Callable[[str], Path]) -> Path:
+    return mapping_db("c3o")
 
 
 @pytest.fixture(scope="module")
