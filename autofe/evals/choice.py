@@ -77,7 +77,3 @@ def choice_options(
         Option(job, config, float(prices[config]), *map(float, np.mean(rows, axis=0)))
         for (job, config), rows in sorted(cells.items())
     ]
-
-
-def _ids(runs: Labelled, rows: NDArray[np.intp]) -> list[str]:
-    return [runs[i][0] for i in rows]

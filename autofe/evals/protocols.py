@@ -180,14 +180,14 @@ def interval_highs(
     high = np.full(len(data), np.nan)
     log_y = np.log(data.seconds)
     for train, test in folds:
-        fit_rows, cal_rows = hold_back(train, groups, seed)
+        fit_rows, cal_rows = _hold_back(train, groups, seed)
         model = _model(seed).fit(data.x[fit_rows], log_y[fit_rows])
         residuals = np.abs(model.predict(data.x[cal_rows]) - log_y[cal_rows])
         high[test] = p50[test] * np.exp(conformal_quantile(residuals, level))
     return high
 
 
-def hold_back(
+def _hold_back(
     rows: NDArray[np.intp], groups: Sequence[str], seed: int
 ) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     """``rows`` split into fitting and calibration rows: a seeded fifth of their groups (at
