@@ -14,7 +14,7 @@ from autofe.console import user_errors
 from autofe.errors import ConfigError
 from autofe.lab.effects import effects_text, measure_workspace
 from autofe.lab.forget import forget_runs
-from autofe.lab.generate import DEFAULT_SCALE_FACTORS, generate
+from autofe.lab.generate import DEFAULT_SCALE_FACTORS, Adhoc, generate
 from autofe.lab.histogram import write_histogram
 from autofe.lab.noise import NoiseRow, noise_floor
 from autofe.workspace_archive import ARCHIVE_NAME, pack_workspace
@@ -52,10 +52,28 @@ def generate_command(
     fresh_jvm: Annotated[
         bool, typer.Option("--fresh-jvm", help="A new JVM for every run (as a job cluster).")
     ] = False,
+    adhoc_runs: Annotated[
+        int,
+        typer.Option(
+            "--adhoc-runs",
+            help="Append N ad-hoc runs (drawn windows; may extend a finished workspace).",
+        ),
+    ] = 0,
+    adhoc_jobs: Annotated[
+        list[str] | None,
+        typer.Option("--adhoc-jobs", help="Ad-hoc runs only of these jobs (default: all)."),
+    ] = None,
+    adhoc_scale_factor: Annotated[
+        list[float] | None,
+        typer.Option("--adhoc-scale-factor", help="Scale factors of the ad-hoc runs."),
+    ] = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Run lab jobs and write a workspace that ``autofe ingest`` reads (resumable)."""
+    adhoc = None
+    if adhoc_runs or adhoc_jobs or adhoc_scale_factor:
+        adhoc = Adhoc(adhoc_runs, tuple(adhoc_jobs or ()), tuple(adhoc_scale_factor or ()))
     report = generate(
         out,
         runs,
@@ -69,6 +87,7 @@ def generate_command(
         repeats=repeats,
         recurring=recurring,
         fresh_jvm=fresh_jvm,
+        adhoc=adhoc,
         data_dir=data_dir,
         show_progress=not as_json,
     )

@@ -88,14 +88,16 @@ def generate(
     repeats: int = 0,
     recurring: bool = False,
     fresh_jvm: bool = False,
+    adhoc: Adhoc | None = None,
     data_dir: Path | None = None,
     show_progress: bool = False,
 ) -> GenerateReport:
     """Run ``runs`` lab runs on local PySpark and write them as a workspace under ``out``.
 
     ``sweep_points`` and ``repeat_jobs``/``repeats`` append sweep and noise-floor runs to the
-    plan (see :func:`build_plan`). Re-running with the same arguments continues with the runs
-    not yet written.
+    plan, ``adhoc`` ad-hoc runs after them (see :func:`build_plan`). Re-running with the same
+    arguments continues with the runs not yet written; a workspace generated without ad-hoc
+    runs may be extended with them (its runs keep their ids).
 
     Raises:
         ConfigError: bad arguments, an unknown job name, an unwritable ``out``, or ``out``
@@ -113,6 +115,7 @@ def generate(
         repeats,
         tuple(sweep_jobs),
         recurring,
+        adhoc,
     )
     out = _writable(out)
     settings: dict[str, Any] = {
@@ -129,6 +132,7 @@ def generate(
         "repeats": repeats,
         "recurring": recurring,
         "fresh_jvm": fresh_jvm,
+        **(adhoc.settings() if adhoc else {}),
     }
     # Only when used, so workspaces generated before these options existed still resume.
     settings |= {key: value for key, value in optional.items() if value}
@@ -146,8 +150,10 @@ def build_plan(
     repeats: int = 0,
     sweep_jobs: Sequence[str] = (),
     recurring: bool = False,
+    adhoc: Adhoc | None = None,
 ) -> list[RunSpec]:
-    """The main plan, then ``sweep_points`` sweeps, then ``repeats`` runs of each repeat job.
+    """The main plan, then ``sweep_points`` sweeps, ``repeats`` runs of each repeat job, and
+    the ``adhoc`` runs.
 
     Sweep points go round ``sweep_jobs`` (default: every job). With ``recurring``, scheduled
     jobs keep their habit (:func:`autofe.lab.plan.habit`) in the main plan, and their sweep
@@ -159,7 +165,8 @@ def build_plan(
     Raises:
         ConfigError: a count out of range or an unknown repeat job.
     """
-    _check_numbers(runs, days, scale_factors, sweep_points, repeat_jobs, repeats)
+    adhoc_runs = adhoc.runs if adhoc else 0
+    _check_numbers(runs, days, scale_factors, sweep_points, repeat_jobs, repeats, adhoc_runs)
     extra = [
         *_sweep_plan(
             jobs,
@@ -173,6 +180,9 @@ def build_plan(
     plan = plan_runs(jobs, runs, seed, days, scale_factors, recurring) if runs else []
     first = FIRST_RUN_ID + len(plan)
     plan += [replace(spec, run_id=first + i) for i, spec in enumerate(extra)]
+    if adhoc is not None:
+        sfs = adhoc.scale_factors or tuple(scale_factors)
+        plan += _adhoc_plan(jobs, seed, days, replace(adhoc, scale_factors=sfs), len(plan))
     return [replace(s, version=script_version(s.job, s.day, days, seed)) for s in plan]
 
 
@@ -226,6 +236,62 @@ def _sweep_plan(
             usual = habit(job, settings.seed, settings.days)
         plan += plan_sweep(job, jobs, point_seed, day, sf, usual)
     return plan
+
+
+@dataclass(frozen=True)
+class Adhoc:
+    """Ad-hoc runs appended to a workspace: one-off analyses with freshly drawn parameters.
+
+    Scheduled jobs under ``--recurring`` keep their date windows and the main plan has one
+    scale factor; ad-hoc runs of the same jobs over drawn windows (log-uniform lengths) and on
+    other scale factors show how runtime follows the data a run reads.
+    """
+
+    runs: int
+    jobs: tuple[str, ...] = ()
+    scale_factors: tuple[float, ...] = ()
+
+    def settings(self) -> dict[str, Any]:
+        """How the manifest records them (only what was given)."""
+        given = {
+            "adhoc_runs": self.runs,
+            "adhoc_jobs": list(self.jobs),
+            "adhoc_scale_factors": list(self.scale_factors),
+        }
+        return {key: value for key, value in given.items() if value}
+
+
+ADHOC_KEYS = ("adhoc_runs", "adhoc_jobs", "adhoc_scale_factors")
+
+
+def _adhoc_plan(
+    jobs: Sequence[LabJobLike], seed: int, days: int, adhoc: Adhoc, before: int
+) -> list[RunSpec]:
+    """The ``adhoc`` runs, numbered after the ``before`` planned ones: not recurring, drawn
+    from their own random streams (so adding them leaves every other run as it was), tagged
+    ``adhoc``.
+
+    Raises:
+        ConfigError: no runs, a job not in the workspace, or a scale factor ≤ 0.
+    """
+    if adhoc.runs <= 0:
+        raise ConfigError(f"--adhoc-runs must be positive, got {adhoc.runs}")
+    if any(sf <= 0 for sf in adhoc.scale_factors):
+        raise ConfigError(f"--adhoc-scale-factor must be positive, got {adhoc.scale_factors}")
+    pool = _named(jobs, adhoc.jobs, "adhoc")
+    drawn = plan_runs(
+        jobs, adhoc.runs, seed, days, adhoc.scale_factors, pool=pool, namespace="adhoc"
+    )
+    shift = before
+    return [
+        replace(
+            spec,
+            run_id=spec.run_id + shift,
+            retry_of=None if spec.retry_of is None else spec.retry_of + shift,
+            tags={**spec.tags, "adhoc": True},
+        )
+        for spec in drawn
+    ]
 
 
 def _repeat_plan(
@@ -347,6 +413,9 @@ def _open_manifest(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
     path = out / MANIFEST
     if path.is_file():
         manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        if _extends(manifest.get("settings"), settings):
+            manifest["settings"] = settings
+            write_json(path, manifest)
         if manifest.get("settings") != settings:
             raise ConfigError(
                 f"{out} holds a lab workspace generated with other settings "
@@ -363,6 +432,14 @@ def _open_manifest(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
+def _extends(recorded: Any, settings: dict[str, Any]) -> bool:
+    """Whether ``settings`` are the ``recorded`` ones plus ad-hoc runs the workspace lacks."""
+    if not isinstance(recorded, dict) or any(key in recorded for key in ADHOC_KEYS):
+        return False
+    base = {key: value for key, value in settings.items() if key not in ADHOC_KEYS}
+    return base == recorded and base != settings
+
+
 def _check_numbers(
     runs: int,
     days: int,
@@ -370,8 +447,9 @@ def _check_numbers(
     sweep_points: int,
     repeat_jobs: Sequence[str],
     repeats: int,
+    adhoc_runs: int = 0,
 ) -> None:
-    if runs < 0 or (runs == 0 and not sweep_points and not repeat_jobs):
+    if runs < 0 or (runs == 0 and not sweep_points and not repeat_jobs and adhoc_runs <= 0):
         raise ConfigError(f"--runs must be positive, got {runs}")
     if days <= 0:
         raise ConfigError(f"--days must be positive, got {days}")

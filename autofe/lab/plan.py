@@ -92,22 +92,27 @@ def plan_runs(
     days: int,
     scale_factors: Sequence[float],
     recurring: bool = False,
+    pool: Sequence[LabJobLike] | None = None,
+    namespace: str = "run",
 ) -> list[RunSpec]:
     """``runs`` runs over ``days`` virtual days; spot losses add a retry run after them.
 
-    Jobs are drawn by schedule weight, then a day, a time fitting the schedule, parameters, a
-    scale factor and a configuration. With ``recurring``, a scheduled (not ad-hoc) job keeps
-    its :func:`habit` — the same parameter draws (its dates follow the day) and configuration —
+    Jobs are drawn by schedule weight (from ``pool``, default all ``jobs``; ids always come
+    from ``jobs``), then a day, a time fitting the schedule, parameters, a scale factor and a
+    configuration, from random streams named by ``namespace`` (another namespace, another
+    independent plan). With ``recurring``, a scheduled (not ad-hoc) job keeps its
+    :func:`habit` — the same parameter draws (its dates follow the day) and configuration —
     except for a share ``OFF_HABIT_SHARE`` of its runs, as production jobs do. Run ids follow
     virtual submit order.
     """
     ids = job_ids(jobs)
+    drawn = list(pool if pool is not None else jobs)
     hours = {job.name: random.Random(f"{seed}:hour:{job.name}").randrange(24) for job in jobs}
-    weights = [SCHEDULE_WEIGHT.get(job.schedule, 1.0) for job in jobs]
+    weights = [SCHEDULE_WEIGHT.get(job.schedule, 1.0) for job in drawn]
     drafts = []
     for i in range(runs):
-        rng = random.Random(f"{seed}:run:{i}")
-        job = rng.choices(list(jobs), weights=weights)[0]
+        rng = random.Random(f"{seed}:{namespace}:{i}")
+        job = rng.choices(drawn, weights=weights)[0]
         day = rng.randrange(days)
         when = submit_ms(rng, job.schedule, day, hours[job.name])
         params, sf, config = job.params(rng, day), rng.choice(list(scale_factors)), draw_config(rng)

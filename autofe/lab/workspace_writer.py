@@ -150,13 +150,14 @@ def write_run(root: Path, spec: RunSpec, outcome: Outcome) -> None:
         "overriding_parameters": _parameters(spec),
         "trigger": "RETRY"
         if spec.retry_of
-        else ("ONE_TIME" if spec.job.schedule == "adhoc" else "PERIODIC"),
+        else ("ONE_TIME" if spec.job.schedule == "adhoc" or spec.tags.get("adhoc") else "PERIODIC"),
         "run_type": "JOB_RUN",
         "format": "SINGLE_TASK",
         **({"tasks": [_task(spec.job, spec.version)]} if spec.version else {}),
         "tags": {
             "sweep": bool(spec.tags.get("sweep", False)),
             "repeat": spec.tags.get("repeat"),
+            **({"adhoc": True} if spec.tags.get("adhoc") else {}),
             "lab_scale_factor": spec.scale_factor,
             "lab_virtual_day": spec.day,
         },

@@ -16,7 +16,7 @@ from autofe.config import IngestSettings
 from autofe.errors import ConfigError
 from autofe.lab.configs import sweep_configs
 from autofe.lab.forget import forget_runs
-from autofe.lab.generate import build_plan, generate, load_jobs
+from autofe.lab.generate import Adhoc, _open_manifest, build_plan, generate, load_jobs
 from autofe.lab.plan import OFF_HABIT_SHARE, RunSpec, habit
 from autofe.lab.runner import Outcome
 from autofe.lab.workspace_writer import write_run, write_static
@@ -294,3 +294,60 @@ def test_a_retry_is_submitted_after_its_failed_attempt_ended(tmp_path: Path) -> 
     moved = _after_failure(tmp_path, retry)
     assert moved.submit_ms == failed.submit_ms + 95_000 + RETRY_DELAY_MS
     assert (moved.run_id, moved.params) == (retry.run_id, retry.params)
+
+
+def test_adhoc_runs_are_appended_without_changing_the_other_runs() -> None:
+    jobs = load_jobs()
+    names = [jobs[3].name, jobs[7].name]
+    base = build_plan(jobs, 30, seed=3, days=30, scale_factors=(10.0,), sweep_points=2)
+    adhoc = Adhoc(40, tuple(names), (1.0, 10.0))
+    plan = build_plan(jobs, 30, seed=3, days=30, scale_factors=(10.0,), sweep_points=2, adhoc=adhoc)
+    assert plan[: len(base)] == base
+    added = plan[len(base) :]
+    assert [s.run_id for s in added] == list(range(base[-1].run_id + 1, plan[-1].run_id + 1))
+    assert len([s for s in added if s.attempt == 0]) == 40
+    assert all(s.tags.get("adhoc") and s.job.name in names for s in added)
+    ids = {s.job.name: s.job_id for s in base}
+    assert all(s.job_id == ids[s.job.name] for s in added if s.job.name in ids)
+    assert {s.scale_factor for s in added} == {1.0, 10.0}
+    retries = [s for s in added if s.retry_of is not None]
+    by_id = {s.run_id: s for s in added}
+    assert all(s.retry_of is not None and by_id[s.retry_of].config.spot_loss for s in retries)
+    windows = {s.params.get("start") for s in added if s.job.name == names[0]}
+    assert len(windows) > 5  # drawn per run, not a recurring habit
+
+
+def test_a_finished_workspace_can_be_extended_with_adhoc_runs_once(tmp_path: Path) -> None:
+    settings = {"seed": 1, "runs": 2, "days": 7, "scale_factors": [0.01], "jobs": ["a"]}
+    (tmp_path / "lab.json").write_text(json.dumps({"settings": settings, "runs": {"1001": {}}}))
+    extended = settings | Adhoc(5, ("a",), (0.1,)).settings()
+    manifest = _open_manifest(tmp_path, extended)
+    assert manifest["runs"] == {"1001": {}}
+    assert json.loads((tmp_path / "lab.json").read_text())["settings"] == extended
+    with pytest.raises(ConfigError, match="other settings"):
+        _open_manifest(tmp_path, settings | Adhoc(6, ("a",), (0.1,)).settings())
+    with pytest.raises(ConfigError, match="other settings"):
+        _open_manifest(tmp_path, settings | {"seed": 2} | Adhoc(5).settings())
+
+
+@pytest.mark.parametrize(
+    ("adhoc", "message"),
+    [
+        (Adhoc(0, ("revenue_by_nation",)), "--adhoc-runs must be positive"),
+        (Adhoc(3, ("nope",)), "--adhoc-jobs names jobs not in this workspace: nope"),
+        (Adhoc(3, (), (0.0,)), "--adhoc-scale-factor must be positive"),
+    ],
+)
+def test_bad_adhoc_settings_are_refused(adhoc: Adhoc, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_plan(JOBS, 2, seed=1, days=3, scale_factors=(0.01,), adhoc=adhoc)
+
+
+def test_an_adhoc_run_is_written_as_a_one_time_run_tagged_adhoc(tmp_path: Path) -> None:
+    jobs = load_jobs()
+    plan = build_plan(jobs, 0, seed=1, days=3, scale_factors=(0.01,), adhoc=Adhoc(1))
+    spec = next(s for s in plan if s.attempt == 0)
+    write_static(tmp_path, {spec.job_id: spec.job})
+    write_run(tmp_path, spec, Outcome("SUCCESS", 0, 2_000, 9_000, ""))
+    run = json.loads((tmp_path / "runs" / f"{spec.run_id}.json").read_text())
+    assert run["trigger"] == "ONE_TIME" and run["tags"]["adhoc"] is True
