@@ -38,7 +38,9 @@ def noise_floor(workspace: Path, warmup: int = 0) -> list[NoiseRow]:
     out, and so are the N repeats from one whose setup took ≥ ``JVM_LAUNCH_MS`` (it launched a
     JVM, as after a resumed generation; a warm session starts in about 0.1 s): the first runs
     in a fresh JVM pay JIT compilation and a cold page cache, which is start-up, not the job's
-    own variation. Rows are sorted by job name.
+    own variation. A workspace generated with ``--fresh-jvm`` launches a JVM for every run, so
+    all its runs are equally cold and only the first N repeats are left out. Rows are sorted
+    by job name.
 
     Raises:
         ConfigError: ``workspace`` has no ``runs/`` folder or holds an unreadable run file.
@@ -51,15 +53,28 @@ def noise_floor(workspace: Path, warmup: int = 0) -> list[NoiseRow]:
         run = _read_run(path)
         if run.get("tags", {}).get("repeat") is not None:
             repeats[str(run["run_name"])].append(run)
-    warm = {job: _warm_seconds(runs, warmup) for job, runs in sorted(repeats.items())}
+    fresh = _fresh_jvm(workspace)
+    warm = {job: _warm_seconds(runs, warmup, fresh) for job, runs in sorted(repeats.items())}
     return [_row(job, seconds) for job, seconds in warm.items() if seconds]
 
 
-def _warm_seconds(runs: list[dict[str, Any]], warmup: int) -> list[float]:
+def _fresh_jvm(workspace: Path) -> bool:
+    """Whether ``lab.json`` says every run launched its own JVM (``--fresh-jvm``)."""
+    manifest = workspace / "lab.json"
+    if not manifest.is_file():
+        return False
+    try:
+        settings = json.loads(manifest.read_text(encoding="utf-8")).get("settings", {})
+    except (OSError, json.JSONDecodeError, AttributeError) as exc:
+        raise ConfigError(f"cannot read the lab manifest {manifest}: {exc}") from exc
+    return bool(settings.get("fresh_jvm"))
+
+
+def _warm_seconds(runs: list[dict[str, Any]], warmup: int, fresh_jvm: bool) -> list[float]:
     """Execution seconds of the successful repeats past the warm-up (see :func:`noise_floor`)."""
     out, since_launch = [], warmup
     for run in sorted(runs, key=lambda r: r["tags"]["repeat"]):
-        launched = (run.get("setup_duration") or 0) >= JVM_LAUNCH_MS
+        launched = not fresh_jvm and (run.get("setup_duration") or 0) >= JVM_LAUNCH_MS
         since_launch = 0 if launched else since_launch + 1
         warm = run["tags"]["repeat"] >= warmup and since_launch >= warmup
         if warm and run.get("state", {}).get("result_state") == "SUCCESS":

@@ -75,3 +75,22 @@ def test_noise_cli_refuses_a_negative_warmup(tmp_path: Path) -> None:
         app, ["lab", "noise", "--workspace", str(tmp_path), "--warmup", "-1"]
     )
     assert result.exit_code == 2 and "--warmup must not be negative" in result.stderr
+
+
+def test_with_a_fresh_jvm_per_run_warm_up_drops_only_the_first_repeats(tmp_path: Path) -> None:
+    """``--fresh-jvm``: every repeat launched a JVM (setup 5 s), so all are equally cold."""
+    seconds = [9.0, 6.0, 4.0, 4.4, 4.2]
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "lab.json").write_text(json.dumps({"settings": {"fresh_jvm": True}}))
+    for i, s in enumerate(seconds):
+        run = _run(1001 + i, "etl", int(s * 1000), i) | {"setup_duration": 5000}
+        (tmp_path / "runs" / f"{1001 + i}.json").write_text(json.dumps(run))
+    (row,) = noise_floor(tmp_path, warmup=2)
+    assert row.n == 3 and math.isclose(row.mean, (4.0 + 4.4 + 4.2) / 3)
+
+
+def test_an_unreadable_lab_manifest_is_named(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "lab.json").write_text("{not json")
+    with pytest.raises(ConfigError, match=r"lab\.json"):
+        noise_floor(tmp_path)
