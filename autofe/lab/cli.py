@@ -52,6 +52,13 @@ def generate_command(
     fresh_jvm: Annotated[
         bool, typer.Option("--fresh-jvm", help="A new JVM for every run (as a job cluster).")
     ] = False,
+    prime_session: Annotated[
+        bool,
+        typer.Option(
+            "--prime-session",
+            help="A tiny query before the clock starts (JVM warm-up counts as setup).",
+        ),
+    ] = False,
     adhoc_runs: Annotated[
         int,
         typer.Option(
@@ -88,6 +95,7 @@ def generate_command(
         recurring=recurring,
         fresh_jvm=fresh_jvm,
         adhoc=adhoc,
+        prime=prime_session,
         data_dir=data_dir,
         show_progress=not as_json,
     )

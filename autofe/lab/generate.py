@@ -89,6 +89,7 @@ def generate(
     recurring: bool = False,
     fresh_jvm: bool = False,
     adhoc: Adhoc | None = None,
+    prime: bool = False,
     data_dir: Path | None = None,
     show_progress: bool = False,
 ) -> GenerateReport:
@@ -132,6 +133,7 @@ def generate(
         "repeats": repeats,
         "recurring": recurring,
         "fresh_jvm": fresh_jvm,
+        "prime_session": prime,
         **(adhoc.settings() if adhoc else {}),
     }
     # Only when used, so workspaces generated before these options existed still resume.
@@ -330,7 +332,9 @@ def execute_plan(
     report.data_seconds = prepare_data(data_root, scale_factors, int(settings["seed"])).seconds
     write_static(out, _unique_jobs(plan))
     write_table_stats(out, data_root, scale_factors, days)
-    host = SparkHost(fresh_jvm=bool(settings.get("fresh_jvm")))
+    host = SparkHost(
+        fresh_jvm=bool(settings.get("fresh_jvm")), prime=bool(settings.get("prime_session"))
+    )
     try:
         with _progress(show_progress, len(plan)) as advance:
             for spec in sorted(plan, key=execution_order):

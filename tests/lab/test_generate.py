@@ -16,7 +16,14 @@ from autofe.config import IngestSettings
 from autofe.errors import ConfigError
 from autofe.lab.configs import sweep_configs
 from autofe.lab.forget import forget_runs
-from autofe.lab.generate import Adhoc, _open_manifest, build_plan, generate, load_jobs
+from autofe.lab.generate import (
+    Adhoc,
+    GenerateReport,
+    _open_manifest,
+    build_plan,
+    generate,
+    load_jobs,
+)
 from autofe.lab.plan import OFF_HABIT_SHARE, RunSpec, habit
 from autofe.lab.runner import Outcome
 from autofe.lab.workspace_writer import write_run, write_static
@@ -115,6 +122,35 @@ def test_fresh_jvm_launches_one_jvm_per_run(tmp_path: Path) -> None:
     assert json.loads((out / "lab.json").read_text())["settings"]["fresh_jvm"] is True
     runs = [json.loads(p.read_text()) for p in (out / "runs").glob("*.json")]
     assert all(r["setup_duration"] >= 1000 for r in runs)  # every run paid a JVM launch
+
+
+def _spark_jobs(workspace: Path) -> int:
+    """Spark jobs started in the workspace's event logs."""
+    import zstandard
+
+    logs = [p for p in (workspace / "cluster-logs").rglob("eventlog*") if p.is_file()]
+    text = b"".join(
+        zstandard.ZstdDecompressor().decompressobj().decompress(p.read_bytes()) for p in logs
+    )
+    return text.count(b'"Event":"SparkListenerJobStart"')
+
+
+@pytest.mark.slow
+@needs_lab
+def test_a_primed_session_runs_its_warm_up_before_the_clock_starts(tmp_path: Path) -> None:
+    """The priming query (a Parquet count, an aggregate) adds Spark jobs to the same run."""
+
+    def run(name: str, prime: bool) -> GenerateReport:
+        out = tmp_path / name
+        return generate(
+            out, 1, 3, 1, jobs=JOBS[:1], scale_factors=(0.01,), fresh_jvm=True, prime=prime
+        )
+
+    plain, primed = run("plain", False), run("primed", True)
+    assert plain.executed == primed.executed == 1 and primed.failed == plain.failed == 0
+    settings = json.loads((tmp_path / "primed" / "lab.json").read_text())["settings"]
+    assert settings["prime_session"] is True
+    assert _spark_jobs(tmp_path / "primed") >= _spark_jobs(tmp_path / "plain") + 2
 
 
 @pytest.mark.parametrize(
