@@ -284,12 +284,11 @@ def _adhoc_plan(
     drawn = plan_runs(
         jobs, adhoc.runs, seed, days, adhoc.scale_factors, pool=pool, namespace="adhoc"
     )
-    shift = before
     return [
         replace(
             spec,
-            run_id=spec.run_id + shift,
-            retry_of=None if spec.retry_of is None else spec.retry_of + shift,
+            run_id=spec.run_id + before,
+            retry_of=None if spec.retry_of is None else spec.retry_of + before,
             tags={**spec.tags, "adhoc": True},
         )
         for spec in drawn

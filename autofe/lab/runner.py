@@ -6,8 +6,8 @@ listing), the SQL statements or the PySpark ``run`` function, and the action tha
 work (a ``noop`` write for queries). Session start-up, including a JVM launch when one was
 needed, is ``setup_duration``; stopping the session is not measured. With ``prime`` a tiny
 query (a Parquet read and a shuffled aggregate) runs before the clock starts and counts as
-setup: a fresh JVM's class loading and first JIT would otherwise make ≈ 5 s of every run's
-execution, more than many jobs' own work.
+setup: a fresh JVM's class loading and first JIT would otherwise add seconds to every run's
+execution (2–3 s measured on light jobs: docs/lab.md), a cost no job parameter explains.
 
 One JVM serves consecutive runs while the driver memory stays the same (``local[N]`` and the
 ``spark.sql.*`` confs may change between sessions of one JVM); a different driver memory
