@@ -96,7 +96,9 @@ def test_generated_sets_are_scored_without_peeking_at_the_held_out_group(
     extras = {"history": {}, "history + raw": raw}
     results = evaluate_generated(c3o_db, "c3o", [same_config_last], extras)
     assert {(r.protocol, r.features) for r in results} == {
-        (p, f) for p in ("grouped 5-fold", "leave-one-machine-type-out") for f in extras
+        (p, f)
+        for p in ("point 5-fold", "grouped 5-fold", "leave-one-machine-type-out")
+        for f in extras
     }
     assert all(r.runs == len(runs) for r in results)
     assert {r.n_features for r in results if r.features == "history + raw"} == {len(raw) + 1}

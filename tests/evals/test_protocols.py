@@ -39,6 +39,17 @@ def test_grouped_folds_never_split_a_configuration(c3o_db: Path) -> None:
         assert not set(config[train]) & set(config[test])
 
 
+def test_point_folds_keep_the_repeats_of_an_experiment_together(c3o_db: Path) -> None:
+    """C3O ran each of its 930 experiment points (job, inputs, configuration) five times."""
+    _, groups = labelled_groups(c3o_db)
+    point = np.array(groups.point)
+    assert len(set(groups.point)) == 930 and len(point) == 4650
+    for train, test in grouped_folds(groups.point):
+        assert not set(point[train]) & set(point[test])
+        # a configuration is seen in training with other inputs
+        assert set(np.array(groups.config)[test]) <= set(np.array(groups.config)[train])
+
+
 def test_each_machine_type_is_held_out_once(c3o_db: Path) -> None:
     _, groups = labelled_groups(c3o_db)
     types = np.array(groups.node_type)
@@ -48,14 +59,16 @@ def test_each_machine_type_is_held_out_once(c3o_db: Path) -> None:
         assert len(set(types[test])) == 1 and types[test][0] not in set(types[train])
 
 
-def test_raw_column_lightgbm_under_both_protocols(c3o_db: Path) -> None:
+def test_raw_column_lightgbm_under_every_protocol(c3o_db: Path) -> None:
     raw = raw_values(c3o_db, C3O_RAW)
     assert {"cluster_node_type", "cluster_num_workers", "attr_data_size_MB"} <= set(raw)
     results = {r.protocol: r for r in evaluate_protocols(c3o_db, "c3o", {"raw": raw})}
-    grouped, unseen = results["grouped 5-fold"], results["leave-one-machine-type-out"]
-    assert grouped.runs == unseen.runs > 4000
-    # unseen configurations are predictable from the rest; unseen hardware is much harder
-    assert grouped.mape < 0.2 and grouped.r2 > 0.8
+    point, grouped = results["point 5-fold"], results["grouped 5-fold"]
+    unseen = results["leave-one-machine-type-out"]
+    assert point.runs == grouped.runs == unseen.runs > 4000
+    # unseen inputs on known configurations are easiest, unseen configurations harder, unseen
+    # hardware hardest
+    assert point.mape < grouped.mape < 0.2 and grouped.r2 > 0.8
     assert unseen.mape > grouped.mape
 
 

@@ -26,6 +26,7 @@ def test_suite_writes_the_report_and_the_results_table(
     assert (tmp_path / "example" / "report.html").is_file()
     protocols = {(r.dataset, r.protocol) for r in result.protocols}
     assert protocols == {
+        ("cherrypick", "point 5-fold"),
         ("cherrypick", "grouped 5-fold"),
         ("cherrypick", "leave-one-machine-type-out"),
     }
