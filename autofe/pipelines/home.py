@@ -1,0 +1,44 @@
+"""The autofe home folder that ``autofe nightly`` maintains and ``autofe serve`` reads.
+
+Layout::
+
+    HOME/warehouse.duckdb   the workspace's history, ingested incrementally by each nightly run
+    HOME/models/            the model registry (:mod:`autofe.modeling.registry`)
+    HOME/nightly/<stamp>/   one folder per nightly run (its agent-loop run and ``nightly.json``)
+    HOME/nightly.lock       held while a nightly run works (pid, host, start time)
+    HOME/actuals.jsonl      finished runs' real durations reported to the API (``/v1/actuals``)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from autofe.modeling.registry import Registry
+
+
+@dataclass(frozen=True)
+class Home:
+    """Paths inside one autofe home folder."""
+
+    root: Path
+
+    @property
+    def warehouse(self) -> Path:
+        return self.root / "warehouse.duckdb"
+
+    @property
+    def registry(self) -> Registry:
+        return Registry(self.root)
+
+    @property
+    def nightly_runs(self) -> Path:
+        return self.root / "nightly"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "nightly.lock"
+
+    @property
+    def actuals(self) -> Path:
+        return self.root / "actuals.jsonl"
