@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,7 @@ import typer
 from autofe.config import workspace_path
 from autofe.console import user_errors
 from autofe.errors import ConfigError
+from autofe.lab.cut import cut_workspace
 from autofe.lab.effects import effects_text, measure_workspace
 from autofe.lab.forget import forget_runs
 from autofe.lab.generate import DEFAULT_SCALE_FACTORS, Adhoc, generate
@@ -191,3 +193,23 @@ def forget_command(
         typer.echo(json.dumps({"forgotten": deleted}))
         return
     typer.echo(f"forgot {len(deleted)} runs of {workspace}: {' '.join(map(str, deleted))}")
+
+
+@lab_app.command("cut")
+@user_errors
+def cut_command(
+    workspace: Annotated[Path, typer.Option("--workspace", help="A lab workspace.")],
+    until: Annotated[
+        datetime, typer.Option("--until", help="Virtual time (UTC): keep runs ended before it.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="New folder for the cut copy.")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Copy a lab workspace as it stood at --until: only the runs finished by then."""
+    report = cut_workspace(workspace_path(workspace), out, until)
+    if as_json:
+        typer.echo(
+            json.dumps({"out": str(report.out), "kept": report.kept, "dropped": report.dropped})
+        )
+        return
+    typer.echo(f"{report.out}: {report.kept} runs kept, {report.dropped} ended after {until}")
