@@ -23,6 +23,8 @@ EXIT_USER_ERROR = 2
 EXIT_REJECTED = 1
 EXIT_PARTIAL = 3
 EXIT_INTERRUPTED = 130
+EXIT_LOCKED = 75
+"""Another run holds a lock: try again later (``EX_TEMPFAIL`` of sysexits.h)."""
 
 state: dict[str, bool] = {"debug": False}
 """Set by the CLI's --debug flag: user errors then keep their traceback."""

@@ -94,3 +94,19 @@ class LLMError(AutofeError):
 
 class AgentError(AutofeError):
     """The agent loop cannot go on: a tool failed, the run directory is unusable."""
+
+
+class LockHeld(AutofeError):
+    """Another live process holds a lock file; ``holder`` says who (pid, host, since when).
+
+    Not a mistake of the caller: the CLI exits with its own code so a scheduler can tell
+    "try again later" from "fix the input".
+    """
+
+    def __init__(self, path: str, holder: str) -> None:
+        self.path = path
+        self.holder = holder
+        super().__init__(
+            f"{path}: another nightly run holds the lock ({holder}); wait for it to finish, "
+            "or delete the file if that process is gone"
+        )
