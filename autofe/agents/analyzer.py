@@ -14,6 +14,7 @@ from typing import Any
 from autofe.agents.llm import KnowledgeSnippet, LLMBackend, ProposalBatch, ProposalRequest
 from autofe.agents.state import Candidate, LoopState
 from autofe.agents.toolbox import Toolbox
+from autofe.featurespec import FeatureSpec
 from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.schema import HARDWARE_COLUMNS
 
@@ -175,6 +176,42 @@ def candidates_of(batch: ProposalBatch, backend: LLMBackend) -> list[Candidate]:
         )
         for p in batch.proposals
     ]
+
+
+CATALOG_ORIGIN = "catalog"
+
+
+def catalog_candidates(specs: Sequence[FeatureSpec]) -> list[Candidate]:
+    """A saved catalog's features as candidates (origin ``catalog``): a warm-started run
+    re-proposes every feature of the model it may replace, so each passes the gates and the
+    evaluator again on today's warehouse instead of being trusted because it once did."""
+    return [
+        Candidate(
+            name=s.name,
+            sql=s.sql,
+            category=s.category,
+            value_type=s.value_type,
+            rationale=s.rationale,
+            kb_refs=list(s.kb_refs),
+            origin=CATALOG_ORIGIN,
+        )
+        for s in specs
+    ]
+
+
+def warm_feedback(feedback: dict[str, Any], seed: Sequence[FeatureSpec]) -> dict[str, Any]:
+    """The feedback with the seed's feature ids counted as proposed, so the backend does not
+    propose them a second time in the same round.
+
+    >>> spec = FeatureSpec(name="a", sql="SELECT run_id, 1 AS value FROM runs",
+    ...                    category="static-config")
+    >>> warm_feedback({"proposed_ids": ["x"]}, [spec])["proposed_ids"] == ["x", spec.feature_id]
+    True
+    """
+    if not seed:
+        return feedback
+    ids = [*feedback.get("proposed_ids", []), *(s.feature_id for s in seed)]
+    return {**feedback, "proposed_ids": ids}
 
 
 def unique_names(candidates: list[Candidate], taken: set[str]) -> list[Candidate]:

@@ -17,11 +17,13 @@ from typing import Any, Literal
 from autofe.agents.analyzer import (
     build_profile,
     candidates_of,
+    catalog_candidates,
     planner_feedback,
     propose,
     queries,
     retrieve,
     unique_names,
+    warm_feedback,
 )
 from autofe.agents.evaluator import EvalSettings, evaluate_round
 from autofe.agents.extractor import extract
@@ -29,6 +31,7 @@ from autofe.agents.finalize import finalize_model, kept_specs
 from autofe.agents.llm import LLMBackend
 from autofe.agents.state import Dropped, Iteration, LoopState, StopReason
 from autofe.agents.toolbox import Toolbox
+from autofe.featurespec import FeatureSpec
 from autofe.knowledge_base.retrieve import KnowledgeBase
 
 Node = Any
@@ -78,6 +81,9 @@ class LoopContext:
     settings: LoopSettings = field(default_factory=LoopSettings)
     profile: dict[str, Any] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
+    seed: tuple[FeatureSpec, ...] = ()
+    """Features proposed again in round 0 before the backend's own (a warm start from the
+    catalog of the model a nightly run may replace), so each is re-checked like a new one."""
 
 
 def build_graph(ctx: LoopContext) -> Any:
@@ -111,12 +117,14 @@ def analyze_node(ctx: LoopContext) -> Node:
         texts = queries(ctx.profile, state.get("feedback", {}), iteration)
         used = {ref for c in state.get("proposals", []) for ref in c["kb_refs"]}
         knowledge = retrieve(ctx.kb, texts, used)
-        feedback = planner_feedback(state)
+        seed = ctx.seed if iteration == 0 else ()
+        feedback = warm_feedback(planner_feedback(state), seed)
         batch = propose(
             ctx.backend, ctx.profile, knowledge, feedback, iteration, ctx.settings.per_round
         )
         taken = {c["name"] for c in state.get("proposals", [])}
-        candidates = unique_names(candidates_of(batch, ctx.backend), taken)
+        proposed = [*catalog_candidates(seed), *candidates_of(batch, ctx.backend)]
+        candidates = unique_names(proposed, taken)
         tokens = batch.usage.prompt_tokens + batch.usage.completion_tokens
         return {
             "candidates": candidates,

@@ -126,7 +126,9 @@ class OfflinePlanner:
 
     def _variants(self, kept: Sequence[Mapping[str, Any]], empty: set[str]) -> Iterator[Drafted]:
         for item in kept:
-            found = self._recipe(str(item.get("origin", item.get("name", ""))))
+            origin, name = str(item.get("origin", "")), str(item.get("name", ""))
+            # a warm start's catalog features have origin "catalog": their name is the recipe
+            found = self._recipe(origin) or self._recipe(name)
             if found is None:
                 continue
             doc, recipe = found

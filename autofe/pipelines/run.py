@@ -6,6 +6,10 @@ checkpoints (``checkpoints.sqlite``), ``settings.json``, and at the end ``model.
 ``features/``, ``metrics.json``, ``report.html`` and ``run.log``. The agents reach the workspace
 only through the tools server, here served in-process over an MCP client session.
 ``--resume`` continues a run from its last checkpoint with the settings it started with.
+
+Two hooks serve ``autofe nightly``: ``run(..., warehouse=DB)`` starts from a copy of an
+already ingested warehouse instead of ingesting the workspace again, and
+``RunSettings.warm_start`` names a feature catalog whose features round 0 proposes again.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +32,8 @@ from autofe.agents.planner import OfflinePlanner
 from autofe.agents.toolbox import McpToolbox
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError
+from autofe.feature_catalog import load_catalog
+from autofe.featurespec import FeatureSpec
 from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.pipelines.ingest import ingest
 from autofe.pipelines.run_report import write_run_report
@@ -47,6 +54,8 @@ class RunSettings:
     workspace: str
     loop: LoopSettings = field(default_factory=LoopSettings)
     llm: LLMSettings = field(default_factory=lambda: LLMSettings(backend="offline"))
+    warm_start: str | None = None
+    """A feature catalog folder whose features are proposed again in round 0 (None: cold)."""
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -98,13 +107,21 @@ def run(
     out: Path,
     kb: KnowledgeBase | None = None,
     progress: Progress | None = None,
+    warehouse: Path | None = None,
 ) -> RunResult:
-    """Start a run into ``out`` (which must not hold one already)."""
+    """Start a run into ``out`` (which must not hold one already).
+
+    ``warehouse``: a warehouse already holding the workspace, copied into the run directory
+    rather than ingesting the workspace from scratch (the loop reads only its own copy).
+    """
     if (out / CHECKPOINTS).exists():
         raise ConfigError(f"{out} already holds a run: use --resume {out} or another --out")
     out.mkdir(parents=True, exist_ok=True)
     (out / SETTINGS_FILE).write_text(json.dumps(settings.as_json(), indent=2) + "\n")
-    ingest([Path(settings.workspace)], IngestSettings(db=out / "warehouse.duckdb"))
+    if warehouse is not None:
+        shutil.copyfile(warehouse, out / "warehouse.duckdb")
+    else:
+        ingest([Path(settings.workspace)], IngestSettings(db=out / "warehouse.duckdb"))
     with _run_log(out):
         return asyncio.run(_loop(settings, out, kb, progress, resume=False))
 
@@ -138,7 +155,10 @@ def load_settings(path: Path, api_key: str | None = None) -> RunSettings:
         evaluation = EvalSettings(**evaluation_data, limits=limits)
         llm = LLMSettings(**{**data["llm"], "api_key": api_key})
         return RunSettings(
-            data["workspace"], LoopSettings(targets, evaluation=evaluation, **loop), llm
+            data["workspace"],
+            LoopSettings(targets, evaluation=evaluation, **loop),
+            llm,
+            data.get("warm_start"),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: not the settings of an autofe run ({exc})") from exc
@@ -166,6 +186,7 @@ async def _loop(
             kb=kb or KnowledgeBase(),
             backend=make_backend(settings.llm, OfflinePlanner),
             settings=settings.loop,
+            seed=warm_start_specs(settings),
         )
         async with AsyncSqliteSaver.from_conn_string(str(out / CHECKPOINTS)) as saver:
             app = build_graph(ctx).compile(checkpointer=saver)
@@ -178,6 +199,17 @@ async def _loop(
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
     write_run_report(out, metrics, state.get("kept", []))
     return RunResult(out, metrics, metrics["seconds"])
+
+
+def warm_start_specs(settings: RunSettings) -> tuple[FeatureSpec, ...]:
+    """The features of the run's warm-start catalog (none for a cold start).
+
+    Raises:
+        ConfigError: the catalog is missing or malformed.
+    """
+    if settings.warm_start is None:
+        return ()
+    return tuple(load_catalog(Path(settings.warm_start)))
 
 
 def run_metrics(state: dict[str, Any], seconds: float) -> dict[str, Any]:
