@@ -419,3 +419,152 @@ def _print_run(run_dir: Path, metrics: dict[str, Any]) -> None:
             f"coverage {h['coverage_80']:.0%} / {h['coverage_90']:.0%}",
             highlight=False,
         )
+
+
+@app.command()
+@user_errors
+def nightly(
+    home: Annotated[
+        Path, typer.Option("--home", help="The autofe home folder (warehouse, model registry).")
+    ],
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", help="The workspace export to ingest.")
+    ] = None,
+    margin: Annotated[
+        float, typer.Option(help="Relative MAPE improvement needed to promote (0.02: 2 %).")
+    ] = 0.02,
+    recent: Annotated[
+        int | None,
+        typer.Option(help="Runs to compare on (default: latest 20 % or since the promotion)."),
+    ] = None,
+    max_iterations: Annotated[int, typer.Option(min=1)] = 6,
+    budget_seconds: Annotated[float, typer.Option(help="Wall-clock budget of the loop.")] = 300.0,
+    per_round: Annotated[int, typer.Option(min=1, help="New candidates per round.")] = 70,
+    llm: Annotated[str | None, typer.Option(help="offline (default) or openai.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name for --llm openai.")] = None,
+    history: Annotated[
+        bool, typer.Option("--history", help="List the past nights instead of running one.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ingest what is new, retrain warm from the active model, promote only a better model.
+
+    Exit codes: 0 done (promoted or kept), 2 bad input, 3 done but some workspace files were
+    skipped, 75 another nightly run holds the lock (docs/nightly.md).
+    """
+    from autofe.agents.graph import LoopSettings
+    from autofe.agents.llm import LLMSettings
+    from autofe.console import EXIT_LOCKED
+    from autofe.errors import ConfigError, LockHeld
+    from autofe.pipelines.nightly import NightlySettings, nightly_history
+    from autofe.pipelines.nightly import nightly as run_nightly
+
+    if history:
+        _print_history(nightly_history(home), as_json)
+        return
+    if workspace is None:
+        raise ConfigError("--workspace is required (or --history to list past nights)")
+    loop = LoopSettings(
+        max_iterations=max_iterations, budget_seconds=budget_seconds, per_round=per_round
+    )
+    settings = NightlySettings(
+        workspace, home, margin, recent, loop, LLMSettings.from_env(llm, model)
+    )
+    say = (lambda _: None) if as_json else _say
+    try:
+        result = run_nightly(settings, progress=_iteration_line(as_json), notice=say)
+    except LockHeld as exc:
+        err.print(f"[bold red]locked:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_LOCKED) from None
+    if as_json:
+        print(json.dumps(result.record, indent=2, default=str))
+    else:
+        _print_night(result.folder, result.record)
+    if result.record["ingest"]["skipped"]:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _say(line: str) -> None:
+    err.print(line, highlight=False, soft_wrap=True)
+
+
+def _iteration_line(quiet: bool) -> Any:
+    def progress(record: dict[str, Any]) -> None:
+        if not quiet:
+            _say(
+                f"iteration {record['iteration']}: proposed {record['proposed']}, kept "
+                f"{record['kept']} ({record['features']} features), CV R² {record['cv_r2']:.3f}"
+            )
+
+    return progress
+
+
+def _line(text: str) -> None:
+    out.print(text, highlight=False, soft_wrap=True, markup=False)
+
+
+def _print_night(folder: Path, record: dict[str, Any]) -> None:
+    window, loop, warm = record["window"], record["loop"], record["warm_start"]
+    _line(f"{folder}: {record['decision']} ({record['version']})")
+    _line(f"reason: {record['reason']}")
+    _line(
+        f"window: {window['runs']} of {window['labelled']} labelled runs ({window['rule']}); "
+        f"loop: {loop['proposed']} proposed, {loop['accepted']} kept, "
+        f"{warm['kept_again']} of {warm['features']} champion features kept again"
+    )
+    for who in ("challenger", "champion"):
+        scored = (record.get(who) or {}).get("window")
+        if scored:
+            _line(
+                f"{who}: MAPE {scored['mape']:.1%}, R² {scored['r2']:.3f}, "
+                f"coverage {scored['coverage_80']:.0%} / {scored['coverage_90']:.0%}"
+            )
+    _print_drift(record.get("drift"))
+    _line("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in record["seconds"].items()))
+
+
+def _print_drift(drift: dict[str, Any] | None) -> None:
+    if not drift:
+        _line("drift: no active model to compare with")
+        return
+    shifted = [f["feature"] for f in drift["features"] if f["level"] == "shifted"]
+    line = f"drift: {drift['new_runs']} runs since the champion's training"
+    if drift["new"]:
+        line += f" (MAPE {drift['new']['mape']:.1%} vs {drift['holdout']['mape']:.1%} before)"
+    _line(f"{line}; {len(shifted)} features shifted (PSI > 0.25)")
+    for j in [j for j in drift["jobs"] if (j["change"] or 0) > 0][:3]:
+        _line(
+            f"  {j['job_name'] or j['job_id']}: MAPE {j['holdout_mape']:.1%} -> "
+            f"{j['new_mape']:.1%} ({j['new_runs']} new runs)"
+        )
+    actuals = drift.get("actuals")
+    if actuals and actuals["metrics"]:
+        _line(
+            f"actuals: {actuals['matched']} matched ({actuals['unmatched']} unmatched), "
+            f"MAPE {actuals['metrics']['mape']:.1%}"
+        )
+
+
+def _print_history(records: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(records, indent=2, default=str))
+        return
+    table = Table("night", "status", "decision", "version", "new runs", "MAPE ch / champ", "s")
+    for r in records:
+        ch = ((r.get("challenger") or {}).get("window") or {}).get("mape")
+        champ = ((r.get("champion") or {}).get("window") or {}).get("mape")
+        mapes = " / ".join("-" if m is None else f"{m:.1%}" for m in (ch, champ))
+        table.add_row(
+            r["stamp"],
+            r["status"],
+            r.get("decision", "-"),
+            str(r.get("version") or "-"),
+            str((r.get("ingest") or {}).get("new_runs", "-")),
+            mapes,
+            f"{(r.get('seconds') or {}).get('total', 0):.0f}",
+        )
+    out.print(table)
+    for r in records:
+        why = f"{r['status']}: {r['error']['message']}" if r.get("error") else r.get("reason")
+        if why:
+            _line(f"{r['stamp']}: {why}")

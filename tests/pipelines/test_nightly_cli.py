@@ -1,0 +1,69 @@
+"""``autofe nightly``'s refusals: each is one line and a documented exit code, and nothing
+already in the home folder changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from autofe.cli import app
+from autofe.config import EXAMPLE_DIR
+from autofe.console import EXIT_LOCKED, EXIT_USER_ERROR
+
+runner = CliRunner()
+
+
+def nightly(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["nightly", *args])
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output
+
+
+def test_a_missing_workspace_is_one_line(tmp_path: Path) -> None:
+    code, output = nightly("--workspace", str(tmp_path / "nope"), "--home", str(tmp_path / "h"))
+    assert code == EXIT_USER_ERROR
+    assert f"--workspace {tmp_path / 'nope'}: no such folder" in output
+    assert not (tmp_path / "h").exists()  # refused before anything was made
+
+
+def test_a_folder_that_is_no_workspace_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("not a workspace")
+    code, output = nightly("--workspace", str(tmp_path / "notes"), "--home", str(tmp_path / "h"))
+    assert code == EXIT_USER_ERROR and "not a workspace export" in output
+
+
+def test_a_home_that_is_a_file_is_refused_and_kept(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.write_text("precious")
+    code, output = nightly("--workspace", str(EXAMPLE_DIR), "--home", str(home))
+    assert code == EXIT_USER_ERROR and f"--home {home}: not a folder" in output
+    assert home.read_text() == "precious"
+
+
+def test_the_workspace_is_required_unless_listing_history(tmp_path: Path) -> None:
+    code, output = nightly("--home", str(tmp_path))
+    assert code == EXIT_USER_ERROR and "--workspace is required" in output
+    code, output = nightly("--home", str(tmp_path), "--history", "--json")
+    assert code == 0 and json.loads(output) == []
+
+
+def test_a_margin_outside_zero_to_one_is_refused(tmp_path: Path) -> None:
+    args = ("--workspace", str(EXAMPLE_DIR), "--home", str(tmp_path), "--margin", "1.5")
+    code, output = nightly(*args)
+    assert code == EXIT_USER_ERROR and "--margin 1.5: must be at least 0 and below 1" in output
+
+
+def test_a_live_lock_exits_with_its_own_code_and_stays(tmp_path: Path) -> None:
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": "2026-11-30T02:00:00"}
+    lock = tmp_path / "nightly.lock"
+    lock.write_text(json.dumps(holder))
+    code, output = nightly("--workspace", str(EXAMPLE_DIR), "--home", str(tmp_path))
+    assert code == EXIT_LOCKED
+    assert "holds the lock" in output and f"pid {os.getpid()} on {holder['host']}" in output
+    assert json.loads(lock.read_text()) == holder
+    assert not (tmp_path / "nightly").exists()  # no night was started
