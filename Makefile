@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 DEMO_DB ?= demo.duckdb
 
-.PHONY: demo test test-slow test-lab lint bench clean
+.PHONY: demo test test-slow test-lab test-airflow lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,19 @@ test-slow: $(BIN)/.installed
 # the lab's real-PySpark tests (a tiny generated workspace, every job on local Spark): CI runs them
 test-lab: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow tests/lab
+
+# the Airflow DAG example, in its own venv without autofe (Airflow would downgrade fastapi in
+# $(VENV)); --noconftest: tests/conftest.py imports autofe, -c /dev/null: no autofe pytest config
+AIRFLOW_VENV ?= .venv-airflow
+$(AIRFLOW_VENV)/.installed:
+	$(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install --quiet --upgrade pip
+	$(AIRFLOW_VENV)/bin/pip install --quiet 'apache-airflow==3.3.2' pytest
+	touch $@
+
+test-airflow: $(AIRFLOW_VENV)/.installed
+	$(AIRFLOW_VENV)/bin/python -m pytest -q -p no:cacheprovider -c /dev/null --noconftest \
+		tests/examples/test_airflow_dag.py
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/ingest.py
