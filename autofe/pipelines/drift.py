@@ -12,7 +12,8 @@ a submit time): the **training era** it learnt from and the **new runs** submitt
   on the new runs (it never saw them). A job whose error grew is where the model went stale.
 - Reported actuals: ``HOME/actuals.jsonl`` (one ``{"run_id", "job_id", "duration_s"}`` per
   line, written by the prediction API) matched to warehouse runs by ``run_id``, scored against
-  the deployed champion's prediction for that run.
+  the deployed champion's prediction for that run; and, where a line carries the
+  ``predicted_p50_s`` the API served, that prediction's error (what users saw).
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ RunInfo = tuple[str, datetime | None]
 
 @dataclass(frozen=True)
 class Actual:
-    """A finished run's real duration as reported to the prediction API."""
+    """A finished run's real duration as reported to the prediction API, and the p50 the API
+    had served for it (when it had predicted that run)."""
 
     run_id: str
     duration_s: float
+    served_p50_s: float | None = None
 
 
 def drift_report(
@@ -182,16 +185,28 @@ def read_actuals(path: Path) -> tuple[list[Actual], int]:
 def _actual(line: str) -> Actual | None:
     """
     >>> _actual('{"run_id": 7, "job_id": "1", "duration_s": 12.5}')
-    Actual(run_id='7', duration_s=12.5)
+    Actual(run_id='7', duration_s=12.5, served_p50_s=None)
+    >>> _actual('{"run_id": "7", "duration_s": 10, "predicted_p50_s": 8.0}').served_p50_s
+    8.0
     >>> _actual('{"run_id": "7", "duration_s": -1}') is None, _actual('{"run_') is None
     (True, True)
     """
     try:
         data = json.loads(line)
         run_id, seconds = str(data["run_id"]), float(data["duration_s"])
-    except (ValueError, KeyError, TypeError):
+        served = _positive(data.get("predicted_p50_s"))
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    return Actual(run_id, seconds) if math.isfinite(seconds) and seconds > 0 else None
+    return Actual(run_id, seconds, served) if _positive(seconds) else None
+
+
+def _positive(value: Any) -> float | None:
+    """A positive finite number, else None."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
 
 
 def actual_errors(
@@ -216,6 +231,7 @@ def actual_errors(
         "unmatched": len(latest) - len(matched),
         "metrics": None,
         "jobs": [],
+        "served": _served(list(latest.values())),
     }
     if matched:
         scored = deployed_score(artifact, matched, values)
@@ -226,6 +242,16 @@ def actual_errors(
             for j, (e, n) in sorted(by_job.items(), key=lambda kv: -kv[1][0])
         ]
     return report
+
+
+def _served(actuals: Sequence[Actual]) -> dict[str, Any] | None:
+    """The API's own predictions (the ``predicted_p50_s`` it logged) against the actuals: the
+    error users saw, whichever model served it (None: no line carries one)."""
+    pairs = [(a.duration_s, a.served_p50_s) for a in actuals if a.served_p50_s is not None]
+    if not pairs:
+        return None
+    ape = [abs(p - d) / d for d, p in pairs]
+    return {"n": len(pairs), "mape": _round(float(np.mean(ape)))}
 
 
 def _round(value: float | None) -> float | None:

@@ -13,7 +13,8 @@ def test_actuals_keep_valid_lines_and_count_the_rest(tmp_path: Path) -> None:
     lines = [
         json.dumps({"run_id": "1449", "job_id": "115", "duration_s": 16.1}),
         "",
-        json.dumps({"run_id": 1450, "duration_s": "18.5"}),  # numbers as text still read
+        json.dumps({"run_id": 1450, "duration_s": "18.5", "predicted_p50_s": None}),
+        json.dumps({"run_id": "1455", "duration_s": 10.0, "predicted_p50_s": 12.0}),
         json.dumps({"run_id": "1451", "duration_s": 0}),  # not a duration
         json.dumps({"run_id": "1452", "duration_s": float("nan")}),
         json.dumps({"job_id": "115", "duration_s": 3.0}),  # no run id
@@ -22,7 +23,7 @@ def test_actuals_keep_valid_lines_and_count_the_rest(tmp_path: Path) -> None:
     ]
     path.write_text("\n".join(lines))
     valid, invalid = read_actuals(path)
-    assert valid == [Actual("1449", 16.1), Actual("1450", 18.5)]
+    assert valid == [Actual("1449", 16.1), Actual("1450", 18.5), Actual("1455", 10.0, 12.0)]
     assert invalid == 5  # the blank line is neither
 
 

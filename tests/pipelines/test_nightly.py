@@ -201,6 +201,8 @@ def test_new_runs_are_ingested_compared_and_their_drift_reported(
     new_ids = [str(json.loads(p.read_text())["run_id"]) for p in lab.runs[FIRST : FIRST + 3]]
     # the API may write ids as numbers: matched as text
     lines = [json.dumps({"run_id": int(r), "job_id": "x", "duration_s": 20.0}) for r in new_ids]
+    served = {"run_id": new_ids[0], "duration_s": 20.0, "predicted_p50_s": 25.0}
+    lines[0] = json.dumps(served)  # as the API logs it when it had predicted the run
     lines += [json.dumps({"run_id": "no-such-run", "duration_s": 5.0}), '{"run_id": "torn']
     (home / "actuals.jsonl").write_text("\n".join(lines) + "\n")
     record = night(grown, home, kb).record
@@ -216,6 +218,7 @@ def test_new_runs_are_ingested_compared_and_their_drift_reported(
     actuals = record["drift"]["actuals"]
     assert (actuals["lines"], actuals["invalid"], actuals["matched"]) == (5, 1, 3)
     assert actuals["unmatched"] == 1
+    assert actuals["served"] == {"n": 1, "mape": 0.25}
     predicted = [predict_run(champion, Home(home).warehouse, r).p50_s for r in new_ids]
     expected = sum(abs(p - 20.0) / 20.0 for p in predicted) / 3
     assert actuals["metrics"]["mape"] == pytest.approx(expected, abs=1e-4)
