@@ -470,9 +470,8 @@ def nightly(
     settings = NightlySettings(
         workspace, home, margin, recent, loop, LLMSettings.from_env(llm, model)
     )
-    say = (lambda _: None) if as_json else _say
-    try:
-        result = run_nightly(settings, progress=_iteration_line(as_json), notice=say)
+    try:  # notices (a stale lock cleared, new runs, the decision) go to stderr even with --json
+        result = run_nightly(settings, progress=_iteration_line(as_json), notice=_say)
     except LockHeld as exc:
         err.print(f"[bold red]locked:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_LOCKED) from None

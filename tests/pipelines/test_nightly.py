@@ -7,6 +7,9 @@ import json
 import math
 import re
 import shutil
+import socket
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +120,13 @@ def home(first: NightlyResult, tmp_path: Path) -> Path:
     return Path(shutil.copytree(first.record["home"], tmp_path / "home"))
 
 
+def dead_pid() -> int:
+    """The id of a process that has exited (and was reaped)."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                           capture_output=True, text=True)  # fmt: skip
+    return int(child.stdout)
+
+
 def active_bytes(home: Path) -> bytes:
     return (home / "models" / ACTIVE_FILE).read_bytes()
 
@@ -158,11 +168,16 @@ def test_the_first_night_ingests_everything_and_promotes(first: NightlyResult) -
 
 def test_an_unchanged_workspace_keeps_the_champion_with_a_reason(lab: Lab, home: Path) -> None:
     before = active_bytes(home)
+    gone = dead_pid()
+    stale = {"pid": gone, "host": socket.gethostname(), "started": "2026-11-30T02:00:00+00:00"}
+    (home / "nightly.lock").write_text(json.dumps(stale))  # left by a night killed outright
     args = ["nightly", "--workspace", str(lab.workspace), "--home", str(home), "--json"]
     args += ["--margin", "0.99", "--max-iterations", "1", "--per-round", str(PER_ROUND)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
+    assert f"cleared a stale lock {home / 'nightly.lock'}: pid {gone}" in result.stderr
+    assert not (home / "nightly.lock").exists()
     assert record["ingest"]["new_runs"] == 0 and record["ingest"]["files_ingested"] == 0
     assert record["decision"] == "kept" and record["version"] == "v0001"
     said = REASON.fullmatch(record["reason"])
