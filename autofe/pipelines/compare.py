@@ -26,11 +26,13 @@ from autofe.errors import ConfigError, ModelError
 from autofe.modeling.artifact import Artifact
 from autofe.modeling.dataset import FeatureValues, Labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, evaluate_holdout, evaluate_model
+from autofe.modeling.train import MIN_RUNS
 from autofe.pipelines.train import HOLDOUT
 
 MIN_FIT_SHARE = 0.5
 """At least half of the labelled runs stay before the window: both models are fit there, and
 the loop's evaluator cross-validates on them."""
+MIN_LABELLED = math.ceil(MIN_RUNS / MIN_FIT_SHARE)
 
 
 @dataclass(frozen=True)
@@ -70,9 +72,14 @@ def choose_window(
     (20, '--recent')
 
     Raises:
-        ConfigError: ``recent`` outside 1 … half of the labelled runs.
+        ConfigError: too few labelled runs, or ``recent`` outside 1 … half of them.
     """
     n = len(labelled)
+    if n < MIN_LABELLED:
+        raise ConfigError(
+            f"{n} labelled runs are too few for a night: at least {MIN_LABELLED} (both models "
+            f"train on at least half of them, {MIN_RUNS} runs or more)"
+        )
     cap = math.floor(n * MIN_FIT_SHARE)
     since = sum(1 for r in labelled if trained_through and r[2] > trained_through)
     if recent is not None:

@@ -303,6 +303,17 @@ def test_a_window_larger_than_half_is_refused_and_recorded(lab: Lab, home: Path)
     assert nightly_history(home)[-1]["status"] == "failed"
 
 
+def test_a_workspace_with_too_few_runs_is_one_line(lab: Lab, tmp_path: Path) -> None:
+    small = lab_subset(lab.source, tmp_path / "small", lab.runs[:20])
+    args = ["nightly", "--workspace", str(small), "--home", str(tmp_path / "home")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == EXIT_USER_ERROR and "Traceback" not in result.output
+    ingested = re.search(r"ingest: 20 new runs \((\d+) labelled\)", result.output)
+    assert ingested is not None
+    assert f"{ingested[1]} labelled runs are too few for a night: at least 60" in result.output
+    assert nightly_history(tmp_path / "home")[-1]["error"]["phase"] == "champion"
+
+
 def test_history_lists_every_night(first: NightlyResult) -> None:
     home = first.record["home"]
     result = runner.invoke(app, ["nightly", "--history", "--home", home, "--json"])

@@ -89,3 +89,9 @@ def test_a_champion_that_cannot_be_scored_gives_way() -> None:
     assert decision.reason == (
         "the active model cannot be scored (model.joblib: SHA-256 differs from model.manifest.json)"
     )
+
+
+def test_too_few_labelled_runs_for_a_night() -> None:
+    choose_window(RUNS[:60], None, None)
+    with pytest.raises(ConfigError, match="59 labelled runs are too few for a night: at least 60"):
+        choose_window(RUNS[:59], None, None)
