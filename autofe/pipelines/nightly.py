@@ -2,8 +2,9 @@
 
 One night, under the home folder's lock (:mod:`autofe.pipelines.lock`):
 
-1. **ingest** the workspace into ``HOME/warehouse.duckdb``; the ingest ledger skips every file
-   already ingested, so only new runs cost time (their number is reported);
+1. **ingest** the workspace into a copy of ``HOME/warehouse.duckdb`` that then replaces it;
+   the ingest ledger skips every file already ingested, so only new runs cost time (their
+   number is reported);
 2. **loop**: the agent loop in ``HOME/nightly/<stamp>/run/`` on a copy of that warehouse, warm
    started from the active model's feature catalog (every feature re-proposed in round 0 and
    re-checked by the gates and the evaluator, new ones proposed beside them); the evaluator's
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +35,7 @@ from typing import Any
 from autofe.agents.graph import LoopSettings
 from autofe.agents.llm import LLMSettings
 from autofe.config import IngestSettings, workspace_path
-from autofe.errors import ConfigError, ModelError
+from autofe.errors import ConfigError, ModelError, WarehouseError
 from autofe.feature_catalog import CATALOG_FILE, load_catalog
 from autofe.featurespec import FeatureSpec
 from autofe.knowledge_base.retrieve import KnowledgeBase
@@ -291,12 +293,23 @@ def _work(
 def ingest_new(db: Path, workspace: Path) -> dict[str, Any]:
     """Ingest the workspace into ``db``; files ingested before are skipped by the ledger.
 
+    The ingest writes a copy that then replaces ``db`` in one rename. DuckDB lets a file be
+    open for writing only when no other process has it open at all, so ingesting in place would
+    fail whenever ``autofe serve`` (or anyone) is reading the warehouse, and would block them
+    meanwhile; readers of the old file keep reading it until they close it. A crash mid-ingest
+    leaves ``db`` as it was.
+
     Returns the counts: new runs (and how many of them are labelled), files ingested and
     unchanged, and the files that could not be read (skipped; retried next night).
     """
-    before = _run_ids(db)
-    report = ingest([workspace], IngestSettings(db=db))
-    after = _run_ids(db)
+    staging = db.with_name(f".{db.name}.ingest")
+    _remove_database(staging)  # a crashed night's leftover
+    if db.exists():
+        shutil.copyfile(db, staging)
+    before = _run_ids(staging)
+    report = ingest([workspace], IngestSettings(db=staging))
+    after = _run_ids(staging)
+    os.replace(staging, db)
     new = after.keys() - before.keys()
     return {
         "new_runs": len(new),
@@ -310,16 +323,32 @@ def ingest_new(db: Path, workspace: Path) -> dict[str, Any]:
 
 
 def _run_ids(db: Path) -> dict[str, bool]:
-    """Every run id in the warehouse, and whether it is labelled (none before the first)."""
+    """Every run id in the warehouse, and whether it is labelled (none before the first).
+
+    Opened for writing so that closing it checkpoints: the file alone then holds every row
+    (a write-ahead log left beside it would not follow the file when it is renamed).
+    """
     if not db.exists():
         return {}
-    con = open_warehouse(db, read_only=True)
+    con = open_warehouse(db)
     try:
         labelled = {str(r[0]) for r in con.execute(LABELLED_SQL).fetchall()}
         ids = [str(r[0]) for r in con.execute("SELECT run_id FROM runs").fetchall()]
+        con.execute("CHECKPOINT")
     finally:
         con.close()
+    if _wal(db).exists():
+        raise WarehouseError(f"{db}: a write-ahead log is left after a checkpoint; not renamed")
     return {r: r in labelled for r in ids}
+
+
+def _wal(db: Path) -> Path:
+    return db.with_name(f"{db.name}.wal")
+
+
+def _remove_database(db: Path) -> None:
+    db.unlink(missing_ok=True)
+    _wal(db).unlink(missing_ok=True)
 
 
 def _ingest_line(counts: dict[str, Any]) -> str:

@@ -10,7 +10,8 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,22 @@ def dead_pid() -> int:
     return int(child.stdout)
 
 
+@contextmanager
+def reader_of(db: Path) -> Iterator[None]:
+    """Another process holding ``db`` open read-only (DuckDB then refuses any writer of it)."""
+    hold = (
+        "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=True); "
+        "print('open', flush=True); sys.stdin.read()"
+    )
+    reader = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert reader.stdout is not None and reader.stdout.readline() == "open\n"
+        yield
+    finally:
+        reader.communicate("")  # closing its stdin ends it
+
+
 def active_bytes(home: Path) -> bytes:
     return (home / "models" / ACTIVE_FILE).read_bytes()
 
@@ -220,7 +237,8 @@ def test_new_runs_are_ingested_compared_and_their_drift_reported(
     lines[0] = json.dumps(served)  # as the API logs it when it had predicted the run
     lines += [json.dumps({"run_id": "no-such-run", "duration_s": 5.0}), '{"run_id": "torn']
     (home / "actuals.jsonl").write_text("\n".join(lines) + "\n")
-    record = night(grown, home, kb).record
+    with reader_of(Home(home).warehouse):  # as `autofe serve` reads it while the night runs
+        record = night(grown, home, kb).record
 
     assert record["ingest"]["new_runs"] == LATER
     labelled = read_labelled(Home(home).warehouse)
