@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from autofe import __version__
 from autofe.config import DEFAULT_DB, IngestSettings, example_workspace, workspace_path
@@ -548,11 +548,12 @@ def _print_history(records: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         print(json.dumps(records, indent=2, default=str))
         return
-    table = Table("night", "status", "decision", "version", "new runs", "MAPE ch / champ", "s")
+    names = ("night", "status", "decision", "model", "new", "MAPE % ch/cur", "s")
+    table = Table(*(Column(n, no_wrap=True) for n in names))
     for r in records:
         ch = ((r.get("challenger") or {}).get("window") or {}).get("mape")
         champ = ((r.get("champion") or {}).get("window") or {}).get("mape")
-        mapes = " / ".join("-" if m is None else f"{m:.1%}" for m in (ch, champ))
+        mapes = " / ".join("-" if m is None else f"{m * 100:.1f}" for m in (ch, champ))
         table.add_row(
             r["stamp"],
             r["status"],
