@@ -568,3 +568,27 @@ def _print_history(records: list[dict[str, Any]], as_json: bool) -> None:
         why = f"{r['status']}: {r['error']['message']}" if r.get("error") else r.get("reason")
         if why:
             _line(f"{r['stamp']}: {why}")
+
+
+@app.command()
+@user_errors
+def serve(
+    home: Annotated[
+        Path, typer.Option("--home", help="The autofe home folder (warehouse, model registry).")
+    ],
+    host: Annotated[str, typer.Option(help="Bind address (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = 8000,
+) -> None:
+    """Serve the registry's active model over HTTP (predict, recommend, actuals, metrics).
+
+    Set AUTOFE_API_TOKEN to require 'Authorization: Bearer <token>' on every endpoint but
+    /healthz. A newly promoted model is picked up within a second, without a restart.
+    """
+    import os
+
+    from autofe.pipelines.serve import TOKEN_ENV
+    from autofe.pipelines.serve import serve as run_server
+
+    if host not in ("127.0.0.1", "localhost", "::1") and not os.environ.get(TOKEN_ENV):
+        err.print(f"[yellow]warning:[/] serving on {host} without {TOKEN_ENV}: anyone can call it")
+    run_server(home, host, port)
