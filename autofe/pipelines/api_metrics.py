@@ -164,7 +164,7 @@ class ApiMetrics:
         return _family(
             "autofe_http_requests_total",
             "counter",
-            "HTTP requests by endpoint and status.",
+            "HTTP requests by endpoint, method and status.",
             samples,
         )
 

@@ -75,15 +75,15 @@ Timestamp = Annotated[
 class ClusterSpec(_Strict):
     """A cluster configuration the warehouse has not seen (the ``cluster_configs`` columns)."""
 
-    node_type: str | None = Field(None, max_length=256)
-    driver_node_type: str | None = Field(None, max_length=256)
-    vcpu_per_node: float | None = Field(None, gt=0, le=10_000)
-    memory_gb_per_node: float | None = Field(None, gt=0, le=1e6)
-    num_workers: int | None = Field(None, ge=0, le=100_000)
-    autoscale_min: int | None = Field(None, ge=0, le=100_000)
-    autoscale_max: int | None = Field(None, ge=0, le=100_000)
-    spot_policy: str | None = Field(None, max_length=64)
-    spark_version: str | None = Field(None, max_length=256)
+    node_type: str | None = Field(default=None, max_length=256)
+    driver_node_type: str | None = Field(default=None, max_length=256)
+    vcpu_per_node: float | None = Field(default=None, gt=0, le=10_000)
+    memory_gb_per_node: float | None = Field(default=None, gt=0, le=1e6)
+    num_workers: int | None = Field(default=None, ge=0, le=100_000)
+    autoscale_min: int | None = Field(default=None, ge=0, le=100_000)
+    autoscale_max: int | None = Field(default=None, ge=0, le=100_000)
+    spot_policy: str | None = Field(default=None, max_length=64)
+    spark_version: str | None = Field(default=None, max_length=256)
     spark_conf: dict[str, str | float | bool | None] | None = None
     hourly_price: Price | None = None
 
@@ -91,9 +91,9 @@ class ClusterSpec(_Strict):
 class JobDescription(_Strict):
     """A job the warehouse has never seen (the ``jobs`` columns)."""
 
-    name: str | None = Field(None, max_length=1024)
-    task_type: str | None = Field(None, max_length=64)
-    script_path: str | None = Field(None, max_length=4096)
+    name: str | None = Field(default=None, max_length=1024)
+    task_type: str | None = Field(default=None, max_length=64)
+    script_path: str | None = Field(default=None, max_length=4096)
     script_text: str | None = None
     definition: dict[str, Any] | None = None
 
@@ -103,13 +103,13 @@ class _Job(_Strict):
 
     job_id: Identifier
     run_id: Identifier | None = Field(
-        None,
+        default=None,
         description="Your id for the run; report the actual duration under the same id "
         "(POST /v1/actuals) to have this prediction's error measured.",
     )
     parameters: dict[str, Any] | None = None
     attributes: dict[str, float | str] | None = Field(
-        None, description="Known-at-submit run attributes, e.g. tag.lab_scale_factor."
+        default=None, description="Known-at-submit run attributes, e.g. tag.lab_scale_factor."
     )
     script_text: str | None = None
     job: JobDescription | None = None
@@ -149,7 +149,8 @@ class PredictRequest(_Job):
     """One job to predict: feature values by name (fast), or a job spec to compute them from."""
 
     features: dict[str, FeatureValue] | None = Field(
-        None, description="Feature values by name; names the model does not use are reported."
+        default=None,
+        description="Feature values by name; names the model does not use are reported.",
     )
     submit_time: Timestamp | None = None
     cluster_config_id: Identifier | None = None
@@ -179,7 +180,7 @@ class Candidate(_Strict):
     cluster_config_id: Identifier | None = None
     cluster: ClusterSpec | None = None
     hourly_price: Price | None = Field(
-        None, description="Overrides the cluster's hourly_price and the warehouse's."
+        default=None, description="Overrides the cluster's hourly_price and the warehouse's."
     )
 
     @model_validator(mode="after")
@@ -196,7 +197,7 @@ class RecommendRequest(_Job):
     candidates: list[Candidate] = Field(min_length=1, max_length=MAX_CANDIDATES)
     deadline_s: float = Field(gt=0, le=1e7)
     level: float = Field(
-        0.9,
+        default=0.9,
         description="Which interval's upper bound must meet the deadline: 0.8 or 0.9.",
         json_schema_extra={"enum": list(LEVELS)},
     )
