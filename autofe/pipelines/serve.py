@@ -416,14 +416,9 @@ def _now() -> str:
 # ------------------------------------------------------------------------------------ HTTP
 
 
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
-
-
 async def _service_dependency(request: Request) -> Service:
     """Async, so FastAPI resolves it on the event loop instead of a worker thread."""
-    return _service(request)
+    return _service_of(request.app)
 
 
 ServiceDep = Annotated[Service, Depends(_service_dependency)]
@@ -672,7 +667,9 @@ def serve(home: Path, host: str = "127.0.0.1", port: int = 8000) -> None:
     if live.version is None:
         raise ModelError(live.error or "the active model did not load")
     if not Home(home).warehouse.is_file():
-        log.warning("%s is missing: only predictions with features given will work", home)
+        log.warning(
+            "%s is missing: only predictions with features given will work", Home(home).warehouse
+        )
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 
