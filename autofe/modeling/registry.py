@@ -108,12 +108,16 @@ class Registry:
             return None
         return self.version(str(_read_json(pointer).get("version", "")))
 
-    def active_stamp(self) -> float:
-        """The pointer's modification time (0 without one): a cheap check for a change."""
+    def active_stamp(self) -> bytes:
+        """The pointer's bytes (empty without one): a cheap check for a change.
+
+        Its content, not its modification time: two promotions within the file system's time
+        resolution would look like one by time, never by the version they name.
+        """
         try:
-            return (self.root / ACTIVE_FILE).stat().st_mtime_ns / 1e9
+            return (self.root / ACTIVE_FILE).read_bytes()
         except FileNotFoundError:
-            return 0.0
+            return b""
 
     def promote(self, name: str, reason: str, details: dict[str, Any] | None = None) -> None:
         """Make ``name`` the active version (atomically) and record the decision."""

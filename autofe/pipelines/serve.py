@@ -114,7 +114,7 @@ class LiveModel:
         self._poll_s = poll_s
         self._schema = schema_fingerprint()
         self._loaded: Loaded | None = None
-        self._stamp: float | None = None
+        self._stamp: bytes | None = None
         self._checked = -math.inf
         self._loading = threading.Lock()
         self.pointer: str | None = None

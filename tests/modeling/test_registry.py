@@ -80,3 +80,16 @@ def test_a_crash_while_adding_leaves_no_version_and_a_torn_history_line_is_skipp
     assert registry.add(manual_model, {}).name == "v0002"
     assert len(registry.history()) == 1
     assert json.loads((registry.root / ACTIVE_FILE).read_text())["version"] == "v0001"
+
+
+def test_the_active_stamp_changes_with_every_promotion_however_fast(
+    tmp_path: Path, manual_model: Path
+) -> None:
+    registry = Registry(tmp_path)
+    assert registry.active_stamp() == b""
+    first, second = registry.add(manual_model, {}), registry.add(manual_model, {})
+    stamps = []
+    for version in (first, second, first):
+        registry.promote(version.name, "back and forth")
+        stamps.append(registry.active_stamp())
+    assert stamps[0] != stamps[1] != stamps[2]
