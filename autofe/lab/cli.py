@@ -19,6 +19,7 @@ from autofe.lab.forget import forget_runs
 from autofe.lab.generate import DEFAULT_SCALE_FACTORS, Adhoc, generate
 from autofe.lab.histogram import write_histogram
 from autofe.lab.noise import NoiseRow, noise_floor
+from autofe.lab.replicate import replicate_workspace
 from autofe.workspace_archive import ARCHIVE_NAME, pack_workspace
 
 lab_app = typer.Typer(help="Lab workloads on local PySpark.", no_args_is_help=True)
@@ -213,3 +214,25 @@ def cut_command(
         )
         return
     typer.echo(f"{report.out}: {report.kept} runs kept, {report.dropped} ended after {until}")
+
+
+@lab_app.command("replicate")
+@user_errors
+def replicate_command(
+    workspace: Annotated[Path, typer.Option("--workspace", help="A lab workspace.")],
+    copies: Annotated[int, typer.Option("--copies", help="Copies, each a distinct history.")],
+    out: Annotated[Path, typer.Option("--out", help="New folder for the replica.")],
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Processes rewriting event logs.")
+    ] = 2,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """One workspace of N copies of a lab workspace: other teams, other ids, the same month."""
+    report = replicate_workspace(workspace_path(workspace), out, copies, workers)
+    if as_json:
+        typer.echo(json.dumps(asdict(report), default=str))
+        return
+    typer.echo(
+        f"{report.out}: {report.copies} copies, {report.runs} runs, {report.jobs} jobs, "
+        f"{report.event_logs} event logs, {report.bytes / 1e6:.0f} MB in {report.seconds:.1f} s"
+    )
