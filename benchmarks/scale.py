@@ -4,6 +4,11 @@ Run: ``.venv/bin/python benchmarks/scale.py [--copies 1,10,100] [--engines duckd
 [--steps ingest,features] [--timeout 1500] [--feature-timeout 600] [--duckdb-memory 1GB]
 [--scratch /work/scratch/scale] [--write docs/results.md] [--render-only]``
 
+The timed code is whatever ``autofe`` the interpreter imports: on a shared working tree, run
+it from a clean ``git worktree`` with ``PYTHONPATH`` set to it (the venv's editable install
+points at the main checkout; ``PYTHONPATH`` comes first). Each result records the commit,
+``+dirty`` if tracked files differed from it.
+
 Workspaces: ``autofe lab replicate`` of the shipped example (490 runs) into
 ``SCRATCH/x<N>`` (reused when present): N teams running the same pipelines over the same
 month (``docs/spark.md``, Scale). Feature catalog: ``tests/fixtures/catalogs/ex8`` (the 132
@@ -56,7 +61,8 @@ from autofe.lab.replicate import read_replica, replicate_workspace
 from autofe.sandbox.limits import SandboxLimits
 
 REPO = Path(__file__).resolve().parents[1]
-PYTHON = REPO / ".venv" / "bin" / "python"
+PYTHON = Path(sys.executable)
+AUTOFE = PYTHON.parent / "autofe"
 CATALOG = REPO / "tests" / "fixtures" / "catalogs" / "ex8"
 SAMPLE_S = 0.25
 POLL_S = 0.05
@@ -213,10 +219,12 @@ class Measurement:
 
 
 def _commit() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip() or "unknown"
+    """The checkout's commit, ``+dirty`` if its tracked files differ from it."""
+    git = ["git", "-C", str(REPO)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True)  # fmt: skip
+    return (head.stdout.strip() or "unknown") + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def settle(threshold: float, longest: float) -> None:
@@ -304,7 +312,7 @@ def run_duckdb(plan: Plan, copies: int, replica: Path, total: int) -> list[Measu
     if "ingest" in plan.steps:
         db.unlink(missing_ok=True)
         db.with_suffix(".duckdb.wal").unlink(missing_ok=True)
-        cmd = [str(REPO / ".venv" / "bin" / "autofe"), "ingest", "--db", str(db), "--workers", "2"]
+        cmd = [str(AUTOFE), "ingest", "--db", str(db), "--workers", "2"]
         ingest = measure(plan, engine, "ingest", copies, [*cmd, "--json", str(replica)])
         if ingest.status != "ok":
             ingest.detail = f"stopped with {stored(db)}"
