@@ -110,3 +110,17 @@ class LockHeld(AutofeError):
             f"{path}: another nightly run holds the lock ({holder}); wait for it to finish, "
             "or delete the file if that process is gone"
         )
+
+
+class Untranspilable(AutofeError):
+    """A feature's DuckDB SQL has no Spark SQL known to compute the same values.
+
+    ``reason`` names the construct and why it differs between the engines; ``span`` is its
+    (start, end) offsets in the feature's SQL when known. The feature is reported, never run
+    in a form that might compute something else.
+    """
+
+    def __init__(self, reason: str, span: tuple[int, int] | None = None) -> None:
+        self.reason = reason
+        self.span = span
+        super().__init__(reason)
