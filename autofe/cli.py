@@ -34,7 +34,9 @@ app = typer.Typer(
 )
 warehouse_app = typer.Typer(help="Inspect the telemetry warehouse.", no_args_is_help=True)
 app.add_typer(warehouse_app, name="warehouse")
-features_app = typer.Typer(help="List, show and gate-check features.", no_args_is_help=True)
+features_app = typer.Typer(
+    help="List, show, gate-check and materialise features.", no_args_is_help=True
+)
 app.add_typer(features_app, name="features")
 app.add_typer(lab_app, name="lab")
 app.add_typer(kb_app, name="kb")
@@ -83,6 +85,33 @@ def _print_report(data: dict[str, Any]) -> None:
         )
 
 
+EngineOpt = Annotated[str, typer.Option("--engine", help="duckdb (one machine) or spark.")]
+MasterOpt = Annotated[
+    str, typer.Option("--master", help="Spark master URL: local[N], spark://host:port, ...")
+]
+ConfOpt = Annotated[
+    list[str] | None,
+    typer.Option("--conf", help="Spark setting key=value (repeatable), as spark-submit takes."),
+]
+TimeoutOpt = Annotated[
+    float,
+    typer.Option("--connect-timeout", min=1, help="Seconds to wait for Spark executors."),
+]
+
+
+def _spark_settings(master: str, conf: list[str] | None, timeout: float) -> Any:
+    from autofe.errors import ConfigError
+    from autofe.pipelines.spark import SparkSettings
+
+    pairs = {}
+    for item in conf or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--conf expects key=value, not {item!r}")
+        pairs[key.strip()] = value.strip()
+    return SparkSettings(master=master, conf=pairs, connect_timeout_s=timeout)
+
+
 @app.command()
 @user_errors
 def ingest(
@@ -97,12 +126,33 @@ def ingest(
     workers: Annotated[int, typer.Option(min=1, help="Parallel parser processes.")] = (
         IngestSettings.workers
     ),
+    engine: EngineOpt = "duckdb",
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="--engine spark: folder for the Parquet tables.")
+    ] = None,
+    master: MasterOpt = "local[2]",
+    conf: ConfOpt = None,
+    connect_timeout: TimeoutOpt = 30.0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Ingest Spark event logs, Databricks workspace folders and run tables into the warehouse."""
+    """Ingest Spark event logs, Databricks workspace folders and run tables into the warehouse.
+
+    With --engine spark, event logs are parsed on Spark's executors and every warehouse table
+    is written as Parquet under --out (docs/spark.md).
+    """
+    from autofe.errors import ConfigError
     from autofe.pipelines.ingest import ingest as run_ingest
 
     inputs = [workspace_path(p) for p in paths] if paths else [example_workspace()]
+    if engine not in ("duckdb", "spark"):
+        raise ConfigError(f"--engine must be duckdb or spark, not {engine!r}")
+    if engine == "spark":
+        _spark_ingest(
+            inputs, out_dir, mapping, _spark_settings(master, conf, connect_timeout), as_json
+        )
+        return
+    if out_dir is not None:
+        raise ConfigError("--out is for --engine spark; the DuckDB engine writes --db")
     settings = IngestSettings(db=db, workers=workers)
     if as_json:
         report = run_ingest(inputs, settings, mapping)
@@ -115,6 +165,34 @@ def ingest(
     else:
         _print_report(data)
     if data["files_skipped"]:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _spark_ingest(
+    inputs: list[Path], out_dir: Path | None, mapping: Path | None, settings: Any, as_json: bool
+) -> None:
+    from autofe.errors import ConfigError
+    from autofe.pipelines.spark import spark_ingest
+
+    if out_dir is None:
+        raise ConfigError("--engine spark writes Parquet tables: give --out DIR")
+    if mapping is not None:
+        raise ConfigError("--mapping is not supported with --engine spark: pass the .toml itself")
+    with err.status(f"ingesting on Spark ({settings.master})…"):
+        report = spark_ingest(inputs, out_dir, settings)
+    data = report.as_dict()
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        table = Table(title=f"ingest (spark, {settings.master}) -> {out_dir}", show_header=False)
+        for name, rows in report.tables.items():
+            table.add_row(name, f"{rows:,}")
+        table.add_row("event logs parsed", f"{report.logs:,}")
+        table.add_row("seconds", f"{report.seconds:.2f}")
+        out.print(table)
+        for issue in report.issues:
+            err.print(f"[yellow]skipped:[/] {issue.path}: {issue.reason}", highlight=False)
+    if report.issues:
         raise typer.Exit(EXIT_PARTIAL)
 
 
@@ -225,6 +303,66 @@ def _print_verdict(path: Path, verdict: dict[str, Any]) -> None:
     out.print(f"[red]rejected[/] {path}", highlight=False)
     for r in verdict["reasons"]:
         out.print(f"  {r['gate']}/{r['code']}: {r['message']}", highlight=False, markup=False)
+
+
+@features_app.command("materialize")
+@user_errors
+def features_materialize(
+    catalog: CatalogOpt = DEFAULT_CATALOG,
+    engine: EngineOpt = "duckdb",
+    db: Annotated[
+        Path | None,
+        typer.Option("--db", help="DuckDB warehouse: computed on (duckdb), gated on if given."),
+    ] = None,
+    tables: Annotated[
+        Path | None, typer.Option("--tables", help="Parquet tables of `ingest --engine spark`.")
+    ] = None,
+    store: Annotated[Path, typer.Option("--store", help="Feature store file (DuckDB).")] = Path(
+        "features.duckdb"
+    ),
+    master: MasterOpt = "local[2]",
+    conf: ConfOpt = None,
+    connect_timeout: TimeoutOpt = 30.0,
+    gate_sample: Annotated[
+        int, typer.Option(min=1, help="Runs in the DuckDB sample the gates use without --db.")
+    ] = 2000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Gate a feature catalog and store every accepted feature's values, on DuckDB or Spark.
+
+    Exit 1 if a feature was rejected by a gate or refused by the Spark translation.
+    """
+    from autofe.feature_catalog import read_feature_set
+    from autofe.pipelines.materialize import MaterializeSettings, materialize_catalog
+
+    settings = MaterializeSettings(
+        engine=engine,  # type: ignore[arg-type]  # checked by materialize_catalog
+        store=store,
+        db=db,
+        tables=tables,
+        spark=_spark_settings(master, conf, connect_timeout),
+        gate_sample_runs=gate_sample,
+    )
+    with err.status(f"gating and materialising on {engine}…"):
+        report = materialize_catalog(read_feature_set(catalog), settings)
+    if as_json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        _print_materialized(report.as_dict(), store)
+    if report.rejected or report.refused:
+        raise typer.Exit(EXIT_REJECTED)
+
+
+def _print_materialized(data: dict[str, Any], store: Path) -> None:
+    _line(
+        f"{len(data['stored'])} features stored in {store} ({data['engine']}; gated on the "
+        f"{data['gated_on']}; {data['seconds']['gates']:.1f} s gates, "
+        f"{data['seconds']['compute']:.1f} s compute)"
+    )
+    for name, reasons in data["rejected"].items():
+        _line(f"rejected {name}: {'; '.join(reasons)}")
+    for refusal in data["refused"]:
+        _line(f"refused ({refusal['stage']}) {refusal['name']}: {refusal['reason']}")
 
 
 @app.command()

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from autofe.errors import AutofeError
 
@@ -40,7 +41,8 @@ def user_errors(fn: F) -> F:
         except AutofeError as exc:
             if state["debug"]:
                 raise
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            # escaped: a message may hold brackets ("pip install 'autofe[spark]'")
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_USER_ERROR) from None
         except KeyboardInterrupt:
             err.print("interrupted: what was committed stays; nothing half-written was kept")

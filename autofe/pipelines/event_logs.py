@@ -200,7 +200,8 @@ class Ready:
     linked_run: str | None
 
 
-def _rows_of(item: Ready) -> dict[str, list[dict[str, Any]]]:
+def application_rows(item: Ready) -> dict[str, list[dict[str, Any]]]:
+    """Rows per warehouse table for one parsed application (also built on Spark executors)."""
     app, key = item.app, app_key(item.app)
     run_id = item.linked_run or f"app:{key}"
     rows = _child_rows(app, key, run_id)
@@ -218,7 +219,7 @@ def store_applications(con: duckdb.DuckDBPyConnection, items: Sequence[Ready]) -
     """
     tables: dict[str, list[dict[str, Any]]] = {}
     for item in items:
-        for name, rows in _rows_of(item).items():
+        for name, rows in application_rows(item).items():
             tables.setdefault(name, []).extend(rows)
     what = items[0].app.path if len(items) == 1 else f"{len(items)} applications"
     with transaction(con, what):

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -17,10 +18,14 @@ from autofe.warehouse.connect import open_warehouse
 from autofe.warehouse.node_types import fill_hardware_facts
 from autofe.warehouse.write import transaction
 
+if TYPE_CHECKING:
+    from autofe.pipelines.workspace import AppFacts
+
 Progress = Callable[[str], None]
 
 
-def _facts(app: ParsedApplication) -> object:
+def app_facts(app: ParsedApplication) -> AppFacts:
+    """What the workspace linker needs to know about a parsed application."""
     from autofe.pipelines.workspace import AppFacts
 
     return AppFacts(
@@ -44,7 +49,7 @@ def _ingest_workspace(
 
     def ingest_logs(paths: list[Path], link: Callable[..., str | None]) -> None:
         ingest_event_logs(
-            con, paths, report, lambda app: link(_facts(app)), progress=progress, pool=pool
+            con, paths, report, lambda app: link(app_facts(app)), progress=progress, pool=pool
         )
 
     ingest_workspace(con, root, report, ingest_logs)

@@ -975,7 +975,25 @@ def _units(run_id: str, run: Json) -> Iterator[_Unit]:
         )
 
 
-def make_linker(runs: Mapping[str, Json]) -> AppLinker:
+@dataclass(frozen=True)
+class RunLinker:
+    """Links an application to a workspace run by the rules of ``docs/workspace.md``.
+
+    A plain picklable object (not a closure), so a distributed ingest can ship it to the
+    processes that parse the logs.
+    """
+
+    units: tuple[_Unit, ...]
+
+    def __call__(self, facts: AppFacts) -> str | None:
+        return (
+            _by_run_id(self.units, facts)
+            or _by_location(self.units, facts)
+            or _by_overlap(self.units, facts)
+        )
+
+
+def make_linker(runs: Mapping[str, Json]) -> RunLinker:
     """A linker over the workspace's runs, applying the rules of ``docs/workspace.md``.
 
     1. ``spark.databricks.job.runId`` (or ``parentRunId``) equal to a run's or task run's id;
@@ -987,12 +1005,7 @@ def make_linker(runs: Mapping[str, Json]) -> AppLinker:
     Task runs resolve to their parent run (the runs row). When several runs fit rule 2 or 3,
     the one overlapping the application most wins; a tie links nothing rather than guessing.
     """
-    units = [u for run_id, run in runs.items() for u in _units(run_id, run)]
-
-    def link(facts: AppFacts) -> str | None:
-        return _by_run_id(units, facts) or _by_location(units, facts) or _by_overlap(units, facts)
-
-    return link
+    return RunLinker(tuple(u for run_id, run in runs.items() for u in _units(run_id, run)))
 
 
 def _by_run_id(units: Sequence[_Unit], facts: AppFacts) -> str | None:

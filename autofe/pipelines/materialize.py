@@ -1,0 +1,145 @@
+"""``autofe features materialize``: gate a feature set, compute it on DuckDB or Spark, store it.
+
+The gates run first, always in DuckDB: on the warehouse itself when there is one (``--db``),
+else on a sample of whole jobs drawn from the Parquet tables (:mod:`autofe.pipelines.gate_sample`).
+Only accepted features are computed; the values go to the feature store either way, so a model
+or ``autofe mcp`` reads them without knowing which engine made them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Literal
+
+from autofe.agents.gates import GateContext, run_gates
+from autofe.errors import ConfigError, ModelError
+from autofe.featurespec import FeatureSpec
+from autofe.modeling.compute import feature_values
+from autofe.pipelines.gate_sample import DEFAULT_SAMPLE_RUNS, gate_sample
+from autofe.pipelines.spark import (
+    Refusal,
+    SparkSettings,
+    materialize_on_spark,
+    write_spark_features,
+)
+from autofe.sandbox.limits import SandboxLimits
+from autofe.sandbox.session import Sandbox
+from autofe.tools.feature_store import Materialized, write_feature
+
+Engine = Literal["duckdb", "spark"]
+
+BATCH_LIMITS = SandboxLimits(timeout_s=600.0, max_rows=50_000_000)
+"""A batch computes every run's value: the interactive sandbox's row and time caps would cut
+it short. Memory and threads stay the sandbox's (DuckDB shares one configuration per file)."""
+
+
+@dataclass(frozen=True)
+class MaterializeSettings:
+    """Which engine computes, what it reads, where values go."""
+
+    engine: Engine
+    store: Path
+    db: Path | None = None
+    """The DuckDB warehouse: computed on (duckdb) and gated on (either engine) when given."""
+    tables: Path | None = None
+    """Parquet tables from ``autofe ingest --engine spark`` (spark)."""
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    gate_sample_runs: int = DEFAULT_SAMPLE_RUNS
+
+
+@dataclass
+class MaterializeReport:
+    """What was gated, stored and refused, and how long each phase took."""
+
+    engine: Engine
+    rejected: dict[str, list[str]]
+    """Features a gate rejected, with the reasons (nothing computed for them)."""
+    stored: list[Materialized]
+    refused: list[Refusal]
+    gated_on: str
+    seconds: dict[str, float]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "engine": self.engine,
+            "gated_on": self.gated_on,
+            "stored": [
+                {"feature_id": m.feature_id, "rows": m.rows, "coverage": m.coverage}
+                for m in self.stored
+            ],
+            "rejected": self.rejected,
+            "refused": [r.as_dict() for r in self.refused],
+            "seconds": self.seconds,
+        }
+
+
+def materialize_catalog(
+    specs: Sequence[FeatureSpec], settings: MaterializeSettings
+) -> MaterializeReport:
+    """Gate ``specs``, compute the accepted ones with ``settings.engine``, store their values.
+
+    Raises:
+        ConfigError: the inputs do not fit the engine (no ``db`` for duckdb, no ``tables`` for
+            spark), or Spark cannot start.
+        WarehouseError: a warehouse, table folder or the store cannot be read or written.
+    """
+    _check_inputs(settings)
+    started = time.perf_counter()
+    with TemporaryDirectory(prefix="autofe-gates-") as scratch:
+        gate_db = settings.db or gate_sample(
+            settings.tables or Path(), Path(scratch) / "sample.duckdb", settings.gate_sample_runs
+        )
+        accepted, rejected = gate(specs, gate_db)
+    gated = time.perf_counter()
+    if settings.engine == "duckdb":
+        stored, refused = _on_duckdb(accepted, settings.db or Path(), settings.store)
+    else:
+        found = materialize_on_spark(accepted, settings.tables or Path(), settings.spark)
+        stored, refused = write_spark_features(found, accepted, settings.store), found.refused
+    seconds = {"gates": round(gated - started, 3), "compute": round(time.perf_counter() - gated, 3)}
+    where = "warehouse" if settings.db else f"sample of {settings.gate_sample_runs} runs"
+    return MaterializeReport(settings.engine, rejected, stored, refused, where, seconds)
+
+
+def _check_inputs(settings: MaterializeSettings) -> None:
+    if settings.engine == "duckdb" and settings.db is None:
+        raise ConfigError("--engine duckdb computes on a warehouse: give --db")
+    if settings.engine == "spark" and settings.tables is None:
+        raise ConfigError("--engine spark computes on Parquet tables: give --tables")
+    if settings.engine not in ("duckdb", "spark"):
+        raise ConfigError(f"--engine must be duckdb or spark, not {settings.engine!r}")
+
+
+def gate(specs: Sequence[FeatureSpec], db: Path) -> tuple[list[FeatureSpec], dict[str, list[str]]]:
+    """The features every gate accepts on the warehouse at ``db``, and the others' reasons."""
+    ctx = GateContext.load(db)
+    accepted, rejected = [], {}
+    for spec in specs:
+        verdict = run_gates(spec, ctx)
+        if verdict.accepted:
+            accepted.append(spec)
+        else:
+            rejected[spec.name] = [f"{r.gate}/{r.code}: {r.message}" for r in verdict.reasons]
+    return accepted, rejected
+
+
+def _on_duckdb(
+    specs: Sequence[FeatureSpec], db: Path, store: Path
+) -> tuple[list[Materialized], list[Refusal]]:
+    stored, refused = [], []
+    with Sandbox.open(db, BATCH_LIMITS) as sandbox:
+        runs = {str(r[0]) for r in sandbox.query("SELECT run_id FROM runs").rows}
+        for spec in specs:
+            try:
+                values = feature_values(sandbox, spec)
+            except ModelError as exc:
+                refused.append(Refusal(spec.name, "run", str(exc)))
+                continue
+            covered = sum(1 for r, v in values.items() if v is not None and r in runs)
+            coverage = covered / len(runs) if runs else 0.0
+            stored.append(write_feature(store, spec, list(values.items()), coverage))
+    return stored, refused

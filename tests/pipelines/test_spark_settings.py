@@ -1,0 +1,181 @@
+"""The Spark engine's parts that need no JVM: settings, the missing extra, bad options, the rows
+the executors build, the DuckDB gate sample and the DuckDB side of ``features materialize``.
+
+The tests that start Spark are in ``test_spark.py`` and ``test_spark_standalone.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from autofe.cli import app
+from autofe.config import example_workspace
+from autofe.console import EXIT_USER_ERROR
+from autofe.errors import ConfigError
+from autofe.feature_catalog import load_catalog, save_catalog
+from autofe.modeling.compute import compute_values
+from autofe.pipelines.event_logs import ingest_event_logs
+from autofe.pipelines.gate_sample import gate_sample
+from autofe.pipelines.log_rows import log_rows, source_digest
+from autofe.pipelines.spark import (
+    INSTALL_HINT,
+    SparkSettings,
+    materialize_on_spark,
+    session_conf,
+    spark_session,
+)
+from autofe.pipelines.spark_tables import duckdb_select, write_manifest
+from autofe.sandbox.session import Sandbox
+from autofe.schema import IngestReport
+from autofe.tools.event_log_files import find_event_logs
+from autofe.tools.feature_store import read_feature_values
+from autofe.warehouse.connect import open_warehouse
+from autofe.warehouse.tables import TABLES
+
+runner = CliRunner()
+CATALOG = Path(__file__).resolve().parents[1] / "fixtures" / "catalogs" / "ex8"
+
+
+def test_pinned_settings_win_and_a_conflicting_one_is_refused() -> None:
+    conf = session_conf(SparkSettings(conf={"spark.executor.memory": "2g"}))
+    assert conf["spark.executor.memory"] == "2g"
+    assert conf["spark.sql.ansi.enabled"] == "true"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.driver.host"] == "127.0.0.1"  # local master: loopback only
+    assert "spark.driver.host" not in session_conf(SparkSettings(master="spark://10.0.0.5:7077"))
+    with pytest.raises(ConfigError, match=r"spark.sql.ansi.enabled=false: autofe pins"):
+        session_conf(SparkSettings(conf={"spark.sql.ansi.enabled": "false"}))
+
+
+def test_without_pyspark_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    with (
+        pytest.raises(ConfigError, match=r"pip install 'autofe\[spark\]'"),
+        spark_session(SparkSettings()),
+    ):
+        pass
+
+
+def test_cli_without_pyspark_prints_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    ws = str(example_workspace())
+    result = runner.invoke(app, ["ingest", ws, "--engine", "spark", "--out", str(tmp_path / "t")])
+    assert result.exit_code == EXIT_USER_ERROR
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and INSTALL_HINT in lines[0], result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--engine", "spark"], "give --out DIR"),
+        (["--engine", "spark", "--out", "x", "--conf", "novalue"], "--conf expects key=value"),
+        (["--engine", "spark", "--out", "x", "--conf", "spark.sql.caseSensitive=true"], "pins"),
+        (["--engine", "flink"], "--engine must be duckdb or spark"),
+        (["--out", "x"], "--out is for --engine spark"),
+    ],
+)
+def test_cli_ingest_option_errors(args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["ingest", str(example_workspace()), *args])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert message in result.stderr, result.stderr
+
+
+def test_a_folder_without_a_manifest_is_no_table_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a table folder written by"):
+        materialize_on_spark([], tmp_path, SparkSettings())
+
+
+def test_executor_rows_equal_the_duckdb_ingest_of_the_same_log(tmp_path: Path) -> None:
+    """The executors' unit of work builds exactly the rows the DuckDB ingest stores."""
+    source = find_event_logs(example_workspace() / "cluster-logs")[0]
+    con = open_warehouse(tmp_path / "w.duckdb")
+    ingest_event_logs(con, [source.path], IngestReport())
+    digest = source_digest(source)
+    assert isinstance(digest, str)
+    by_table: dict[str, set[tuple[object, ...]]] = {}
+    for name, row in log_rows(source, digest, None):
+        by_table.setdefault(name, set()).add(hashable(row))
+    for t in TABLES:
+        stored = {hashable(r) for r in con.execute(duckdb_select(t)).fetchall()}
+        built = by_table.get(t.name, set())
+        if t.name in ("ingested_files", "ingest_issues"):  # ingest time differs
+            stored, built = {r[:-1] for r in stored}, {r[:-1] for r in built}
+        assert built == stored, t.name
+    con.close()
+
+
+def hashable(row: tuple[object, ...]) -> tuple[object, ...]:
+    return tuple(tuple(v) if isinstance(v, list) else v for v in row)
+
+
+@pytest.fixture(scope="module")
+def duckdb_tables(tmp_path_factory: pytest.TempPathFactory, example_warehouse: Path) -> Path:
+    """The example warehouse as a table folder (Parquet per table), written by DuckDB."""
+    folder = tmp_path_factory.mktemp("tables")
+    con = duckdb.connect(str(example_warehouse), read_only=True)
+    counts = {}
+    for t in TABLES:
+        (folder / t.name).mkdir()
+        target = str(folder / t.name / "part-0.parquet")
+        con.execute(f"COPY ({duckdb_select(t)}) TO '{target}' (FORMAT parquet)")
+        counts[t.name] = int(con.execute(f"SELECT count(*) FROM {t.name}").fetchall()[0][0])
+    con.close()
+    write_manifest(folder, counts)
+    return folder
+
+
+def test_gate_sample_takes_whole_jobs(duckdb_tables: Path, tmp_path: Path) -> None:
+    sample = gate_sample(duckdb_tables, tmp_path / "s.duckdb", max_runs=100)
+    con = duckdb.connect(str(sample), read_only=True)
+    runs = con.execute("SELECT count(*), count(DISTINCT job_id) FROM runs").fetchall()[0]
+    assert 0 < runs[0] <= 100 and runs[1] >= 1
+    whole = con.execute("SELECT job_id, count(*) FROM runs GROUP BY job_id ORDER BY 1").fetchall()
+    orphans = con.execute(
+        "SELECT count(*) FROM stages WHERE run_id NOT IN (SELECT run_id FROM runs)"
+    ).fetchall()[0][0]
+    con.close()
+    full = duckdb.connect()
+    glob = str(duckdb_tables / "runs" / "*.parquet")
+    totals = dict(
+        full.execute(
+            f"SELECT job_id, count(*) FROM read_parquet('{glob}') GROUP BY job_id"
+        ).fetchall()
+    )
+    full.close()
+    assert all(totals[job] == n for job, n in whole)  # every run of each sampled job
+    assert orphans == 0
+
+
+def test_features_materialize_on_duckdb_stores_what_compute_values_gives(
+    example_warehouse: Path, tmp_path: Path
+) -> None:
+    specs = [s for s in load_catalog(CATALOG) if s.category in ("static-config", "calendar")][:4]
+    catalog = tmp_path / "catalog"
+    save_catalog(catalog, specs)
+    store = tmp_path / "features.duckdb"
+    args = ["features", "materialize", "--catalog", str(catalog), "--engine", "duckdb"]
+    result = runner.invoke(
+        app, [*args, "--db", str(example_warehouse), "--store", str(store), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["gated_on"] == "warehouse" and not report["rejected"]
+    assert len(report["stored"]) == len(specs)
+    with Sandbox.open(example_warehouse) as sandbox:
+        expected = compute_values(sandbox, specs)
+    for spec in specs:
+        stored = read_feature_values(store, spec.feature_id)
+        want = {r: (None if v is None else float(v)) for r, v in expected[spec.name].items()}
+        assert stored == want, spec.name
