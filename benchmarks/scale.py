@@ -329,17 +329,20 @@ def run_duckdb(plan: Plan, copies: int, replica: Path, total: int) -> list[Measu
 
 
 def stored(db: Path) -> str:
-    """How much a stopped ingest had stored: runs and applications (its transactions are whole)."""
+    """How far a stopped ingest got: files, runs and applications stored (transactions are
+    whole, so the warehouse holds exactly the inputs it finished)."""
     import duckdb
 
+    sql = (
+        "SELECT (SELECT count(*) FROM ingested_files WHERE kind = 'workspace_json'), "
+        "(SELECT count(*) FROM runs), (SELECT count(*) FROM applications)"
+    )
     try:
         with duckdb.connect(str(db), read_only=True) as con:
-            runs, apps = con.execute(
-                "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM applications)"
-            ).fetchall()[0]
+            files, runs, apps = con.execute(sql).fetchall()[0]
     except duckdb.Error as exc:
         return f"an unreadable warehouse ({str(exc).splitlines()[0][:80]})"
-    return f"{runs:,} runs and {apps:,} applications stored"
+    return f"{files:,} workspace JSON files, {runs:,} runs, {apps:,} applications stored"
 
 
 ENGINES = {"duckdb": run_duckdb}
@@ -406,6 +409,8 @@ def _row(m: Measurement) -> str:
         status += f", {m.features_done}/{m.features_total} features"
         if m.over_production_timeout:
             status += f", {m.over_production_timeout} over {PRODUCTION_TIMEOUT_S:g} s"
+    if m.detail:
+        status += f"; {m.detail}"
     slowest = "; ".join(f"{name} {s:.1f} s" for name, s in m.slowest[:2])
     per_k = m.seconds / m.runs * 1000 if m.runs else float("nan")
     return (
@@ -510,6 +515,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--settle-load", type=float, default=1.0)
     parser.add_argument("--settle-max", type=float, default=120.0)
     parser.add_argument("--write", type=Path)
+    parser.add_argument("--section", default="scale", help="Results-file block to write.")
     parser.add_argument("--render-only", action="store_true", help="Only write stored results.")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
@@ -531,7 +537,7 @@ def main() -> None:
     body = render(results, args.scratch)
     print(body)
     if args.write:
-        write_section(args.write, "scale", body)
+        write_section(args.write, args.section, body)
 
 
 def benchmark(
