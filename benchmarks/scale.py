@@ -1,6 +1,6 @@
 """Scale: ingest and feature materialisation, DuckDB vs Spark, on 1×, 10×, 100× the example.
 
-Run: ``.venv/bin/python benchmarks/scale.py [--copies 1,10,100] [--engines duckdb]
+Run: ``.venv/bin/python benchmarks/scale.py [--copies 1,10,100] [--engines duckdb,spark]
 [--steps ingest,features] [--timeout 1500] [--feature-timeout 600] [--duckdb-memory 1GB]
 [--scratch /work/scratch/scale] [--write docs/results.md] [--render-only]``
 
@@ -20,10 +20,13 @@ the script waits up to ``--settle-max`` s for the 1-minute load average to fall 
 ``--settle-load``, and records it before and after. Time is the parent's wall clock around the
 subprocess (interpreter and JVM start-up included: a user pays them). Memory: the process
 tree's resident set (the subprocess and every descendant: DuckDB, parser workers, Spark's
-JVM) summed and sampled every 0.25 s, and the largest single process's peak (``ru_maxrss``
-from ``wait4``, exact for everything the subprocess waited for).
+JVM) summed and sampled every 0.25 s, and the largest single process's peak: the largest
+``VmHWM`` (the kernel's high-water mark) seen in the tree, or ``ru_maxrss`` from ``wait4``
+(processes the subprocess waited for) if larger.
 
 - DuckDB ingest: ``autofe ingest --workers 2`` into a fresh warehouse file.
+- Spark ingest: ``autofe ingest --engine spark --master local[2]`` into a fresh Parquet folder
+  (``autofe.pipelines.spark.spark_ingest``).
 - DuckDB features: what ``autofe.pipelines.train.feature_matrix`` does (``feature_values``
   per feature through the read-only sandbox, the labelled runs, ``build_dataset``) on that
   warehouse, with the sandbox's production limits (1 GB, 2 threads; ``--duckdb-memory`` to
@@ -31,6 +34,10 @@ from ``wait4``, exact for everything the subprocess waited for).
   (``--feature-timeout``) and the row cap. A feature the sandbox refuses (memory, timeout) is
   counted and the rest go on; each feature's time is logged as it finishes, so a stopped run
   still says how far it got.
+- Spark features: ``materialize_on_spark`` on the Parquet tables, one session for the whole
+  catalog, called ``SPARK_CHUNK`` features at a time so per-feature times (its own) are logged
+  as chunks finish. Features it refuses (no faithful Spark SQL, or Spark cannot plan them) are
+  counted; the two engines are compared on the features both compute at every size.
 
 Results accumulate in ``SCRATCH/results.json`` (one entry per engine, step and size, with its
 commit, command and load average), so sizes can be measured in separate invocations; ``--write``
@@ -45,6 +52,7 @@ import itertools
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,6 +74,7 @@ AUTOFE = PYTHON.parent / "autofe"
 CATALOG = REPO / "tests" / "fixtures" / "catalogs" / "ex8"
 SAMPLE_S = 0.25
 POLL_S = 0.05
+SPARK_CHUNK = 12
 DEFAULT_MEMORY = SandboxLimits().memory_limit
 PRODUCTION_TIMEOUT_S = SandboxLimits().timeout_s
 """The sandbox's default per-query timeout: a feature slower than this fails in production."""
@@ -89,18 +98,27 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and all its descendants now."""
-    tree, todo, total = _children(), [root], 0
+def tree_rss(root: int) -> tuple[int, int]:
+    """Resident bytes of ``root`` and all its descendants now, and the largest peak among them
+    (``VmHWM``: the kernel's high-water mark, exact however briefly the peak lasted)."""
+    tree, todo, total, high = _children(), [root], 0, 0
     while todo:
         pid = todo.pop()
         todo.extend(tree.get(pid, []))
-        try:
-            pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        total += pages * os.sysconf("SC_PAGE_SIZE")
-    return total
+        status = _status_kib(pid)
+        total += status.get("VmRSS", 0) * 1024
+        high = max(high, status.get("VmHWM", 0) * 1024)
+    return total, high
+
+
+def _status_kib(pid: int) -> dict[str, int]:
+    """The ``kB`` fields of ``/proc/<pid>/status`` (empty once the process is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    fields = (line.split() for line in lines if line.endswith(" kB"))
+    return {f[0].rstrip(":"): int(f[1]) for f in fields if len(f) == 3}
 
 
 @dataclass
@@ -125,10 +143,11 @@ def run_measured(cmd: Sequence[str], timeout: float) -> Outcome:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
         )
-        peak, killed, polls = 0, False, 0
+        peak, high, killed, polls = 0, 0, False, 0
         while True:
             if polls % round(SAMPLE_S / POLL_S) == 0:
-                peak = max(peak, tree_rss(proc.pid))
+                now, hwm = tree_rss(proc.pid)
+                peak, high = max(peak, now), max(high, hwm)
             pid, code, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
@@ -143,9 +162,8 @@ def run_measured(cmd: Sequence[str], timeout: float) -> Outcome:
         status = "timeout" if killed else "ok" if proc.returncode == 0 else "failed"
         out.seek(0)
         err.seek(0)
-        return Outcome(
-            round(seconds, 2), peak, usage.ru_maxrss * 1024, status, out.read(), err.read()
-        )
+        largest = max(high, usage.ru_maxrss * 1024)
+        return Outcome(round(seconds, 2), peak, largest, status, out.read(), err.read())
 
 
 def _kill_leftovers(group: int) -> None:
@@ -187,7 +205,30 @@ def child_duckdb_features(args: argparse.Namespace) -> None:
     print(json.dumps({"runs": len(runs), "features": len(values), "shape": list(dataset.x.shape)}))
 
 
-CHILDREN = {"duckdb-features": child_duckdb_features}
+def child_spark_features(args: argparse.Namespace) -> None:
+    """``materialize_on_spark`` over the catalog in one session, ``SPARK_CHUNK`` features per
+    call so that each chunk's per-feature times reach ``--progress`` as it finishes."""
+    from autofe.feature_catalog import load_catalog
+    from autofe.pipelines.spark import SparkSettings, materialize_on_spark, spark_session
+
+    specs = load_catalog(args.catalog)
+    settings = SparkSettings(master=args.master)
+    computed = 0
+    with spark_session(settings) as spark, args.progress.open("w") as log:
+        for start in range(0, len(specs), SPARK_CHUNK):
+            chunk = specs[start : start + SPARK_CHUNK]
+            result = materialize_on_spark(chunk, args.tables, settings, session=spark)
+            refused = {r.name: f"refused at {r.stage}: {r.reason}" for r in result.refused}
+            for spec in chunk:
+                status = refused.get(spec.name, "ok")
+                row = {"feature": spec.name, "seconds": result.seconds[spec.name], "status": status}
+                log.write(json.dumps(row) + "\n")
+                log.flush()
+            computed += len(result.values)
+    print(json.dumps({"features": computed}))
+
+
+CHILDREN = {"duckdb-features": child_duckdb_features, "spark-features": child_spark_features}
 
 
 # --------------------------------------------------------------------------- measurements
@@ -258,6 +299,7 @@ class Plan:
     command: str
     steps: tuple[str, ...]
     duckdb_memory: str
+    master: str
 
 
 def measure(plan: Plan, engine: str, step: str, copies: int, cmd: list[str]) -> Measurement:
@@ -345,7 +387,28 @@ def stored(db: Path) -> str:
     return f"{files:,} workspace JSON files, {runs:,} runs, {apps:,} applications stored"
 
 
-ENGINES = {"duckdb": run_duckdb}
+def run_spark(plan: Plan, copies: int, replica: Path, total: int) -> list[Measurement]:
+    """``autofe ingest --engine spark`` into ``SCRATCH/x<N>.parquet`` (fresh), then the catalog."""
+    tables = plan.scratch / f"x{copies}.parquet"
+    results = []
+    if "ingest" in plan.steps:
+        shutil.rmtree(tables, ignore_errors=True)
+        cmd = [str(AUTOFE), "ingest", "--engine", "spark", "--master", plan.master]
+        cmd += ["--out", str(tables), "--json", str(replica)]
+        ingest = measure(plan, "spark", "ingest", copies, cmd)
+        results.append(ingest)
+    done = (tables / "_autofe_tables.json").is_file()
+    if "features" in plan.steps and done and all(r.status == "ok" for r in results):
+        progress = plan.scratch / f"x{copies}.spark-features.jsonl"
+        child = [str(PYTHON), __file__, "--child", "spark-features", "--tables", str(tables)]
+        child += ["--catalog", str(plan.catalog), "--progress", str(progress)]
+        child += ["--master", plan.master]
+        features = measure(plan, "spark", "features", copies, child)
+        results.append(with_progress(features, progress, total))
+    return results
+
+
+ENGINES = {"duckdb": run_duckdb, "spark": run_spark}
 
 
 # --------------------------------------------------------------------------- results
@@ -428,12 +491,24 @@ def _curve(results: list[Measurement], engine: str, step: str) -> list[tuple[flo
     )
 
 
-def _common_curve(results: list[Measurement], engine: str) -> list[tuple[float, float]]:
-    """Query time summed over the features that succeeded at every measured size."""
-    done = [m for m in results if (m.engine, m.step, m.status) == (engine, "features", "ok")]
-    common = set.intersection(*(set(m.feature_seconds) for m in done)) if done else set()
+def _done(results: list[Measurement], engines: Sequence[str]) -> list[Measurement]:
+    return [m for m in results if m.engine in engines and (m.step, m.status) == ("features", "ok")]
+
+
+def common_features(results: list[Measurement], engines: Sequence[str]) -> set[str]:
+    """Features computed in every finished features measurement of ``engines``."""
+    done = _done(results, engines)
+    return set.intersection(*(set(m.feature_seconds) for m in done)) if done else set()
+
+
+def _common_curve(
+    results: list[Measurement], engine: str, common: set[str]
+) -> list[tuple[float, float]]:
+    """Query time summed over ``common`` features, per size."""
     return sorted(
-        (float(m.runs), sum(m.feature_seconds[f] for f in common)) for m in done if common
+        (float(m.runs), sum(m.feature_seconds[f] for f in common))
+        for m in _done(results, [engine])
+        if common
     )
 
 
@@ -453,20 +528,33 @@ def growth_lines(results: list[Measurement]) -> list[str]:
         "| engine | step | sizes, runs | log-log slope of seconds on runs | between sizes |",
         "|---|---|---|---|---|",
     ]
-    for engine, step in sorted(
-        {(m.engine, m.step) for m in results}, key=lambda k: k[1] != "ingest"
-    ):
+    pairs = sorted({(m.engine, m.step) for m in results}, key=lambda k: (k[1] != "ingest", k))
+    both = common_features(results, ("duckdb", "spark"))
+    for engine, step in pairs:
         lines.append(_growth_row(engine, f"{step} (wall)", _curve(results, engine, step)))
         if step == "features":
-            curve = _common_curve(results, engine)
-            lines.append(_growth_row(engine, "features ok at every size (query time)", curve))
+            own = _common_curve(results, engine, common_features(results, [engine]))
+            lines.append(_growth_row(engine, "features ok at every size (query time)", own))
+            if engine in ("duckdb", "spark") and both:
+                curve = _common_curve(results, engine, both)
+                lines.append(
+                    _growth_row(engine, f"{len(both)} features both engines compute", curve)
+                )
     for step in ("ingest", "features"):
         duck, spark = _curve(results, "duckdb", step), _curve(results, "spark", step)
         if duck and spark:
-            cross = crossover(duck, spark)
-            where = "none within the measured sizes" if cross is None else f"at ~{cross:,.0f} runs"
-            lines.append(f"\nCrossover, {step} (duckdb vs spark, wall): {where}.")
+            lines.append(f"\nCrossover, {step} (wall): {_where(crossover(duck, spark))}.")
+    duck, spark = _common_curve(results, "duckdb", both), _common_curve(results, "spark", both)
+    if duck and spark:
+        lines.append(
+            f"\nCrossover, the {len(both)} features both engines compute at every size (query "
+            f"time): {_where(crossover(duck, spark))}."
+        )
     return lines
+
+
+def _where(cross: float | None) -> str:
+    return "none within the measured sizes" if cross is None else f"at ~{cross:,.0f} runs"
 
 
 def render(results: list[Measurement], scratch: Path) -> str:
@@ -503,7 +591,7 @@ def render(results: list[Measurement], scratch: Path) -> str:
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", default="1,10,100")
-    parser.add_argument("--engines", default="duckdb")
+    parser.add_argument("--engines", default="duckdb,spark")
     parser.add_argument("--timeout", type=float, default=1500.0, help="Per measurement, s.")
     parser.add_argument("--feature-timeout", type=float, default=600.0, help="Per query, s.")
     parser.add_argument("--scratch", type=Path, default=Path("/work/scratch/scale"))
@@ -512,6 +600,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--duckdb-memory", default=DEFAULT_MEMORY, help="The features sandbox's memory limit."
     )
+    parser.add_argument("--master", default="local[2]", help="Spark master of the Spark engine.")
     parser.add_argument("--settle-load", type=float, default=1.0)
     parser.add_argument("--settle-max", type=float, default=120.0)
     parser.add_argument("--write", type=Path)
@@ -549,6 +638,7 @@ def benchmark(
     plan = Plan(
         args.scratch, args.catalog, args.timeout, args.feature_timeout, args.settle_load,
         args.settle_max, command.strip(), tuple(args.steps.split(",")), args.duckdb_memory,
+        args.master,
     )  # fmt: skip
     total = len(load_catalog(args.catalog))
     for copies in (int(c) for c in args.copies.split(",")):
