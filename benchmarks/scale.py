@@ -300,6 +300,7 @@ class Plan:
     steps: tuple[str, ...]
     duckdb_memory: str
     master: str
+    tables_from_duckdb: bool
 
 
 def measure(plan: Plan, engine: str, step: str, copies: int, cmd: list[str]) -> Measurement:
@@ -388,24 +389,59 @@ def stored(db: Path) -> str:
 
 
 def run_spark(plan: Plan, copies: int, replica: Path, total: int) -> list[Measurement]:
-    """``autofe ingest --engine spark`` into ``SCRATCH/x<N>.parquet`` (fresh), then the catalog."""
+    """``autofe ingest --engine spark`` into ``SCRATCH/x<N>.parquet`` (fresh), then the catalog
+    on it, or (``--spark-tables-from-duckdb``) on the DuckDB warehouse's tables as Parquet."""
     tables = plan.scratch / f"x{copies}.parquet"
     results = []
     if "ingest" in plan.steps:
         shutil.rmtree(tables, ignore_errors=True)
         cmd = [str(AUTOFE), "ingest", "--engine", "spark", "--master", plan.master]
         cmd += ["--out", str(tables), "--json", str(replica)]
-        ingest = measure(plan, "spark", "ingest", copies, cmd)
-        results.append(ingest)
+        results.append(measure(plan, "spark", "ingest", copies, cmd))
+    if plan.tables_from_duckdb:
+        tables = export_tables(
+            plan.scratch / f"x{copies}.duckdb", plan.scratch / f"x{copies}.from-duckdb.parquet"
+        )
     done = (tables / "_autofe_tables.json").is_file()
     if "features" in plan.steps and done and all(r.status == "ok" for r in results):
         progress = plan.scratch / f"x{copies}.spark-features.jsonl"
         child = [str(PYTHON), __file__, "--child", "spark-features", "--tables", str(tables)]
         child += ["--catalog", str(plan.catalog), "--progress", str(progress)]
         child += ["--master", plan.master]
-        features = measure(plan, "spark", "features", copies, child)
-        results.append(with_progress(features, progress, total))
+        features = with_progress(measure(plan, "spark", "features", copies, child), progress, total)
+        if plan.tables_from_duckdb:
+            features.detail = "; ".join(filter(None, [features.detail, FROM_DUCKDB]))
+        results.append(features)
     return results
+
+
+FROM_DUCKDB = "tables: the DuckDB warehouse exported to Parquet"
+
+
+def export_tables(db: Path, out: Path) -> Path:
+    """The warehouse ``db`` as a Spark table folder (untimed set-up), unless already there.
+
+    The same files ``spark_ingest`` writes, by its own column mapping (``duckdb_select``) and
+    manifest: on the 1× replica, ``materialize_on_spark`` computes identical values from
+    these and from ``spark_ingest``'s (111 features, every value equal).
+    """
+    import duckdb
+
+    from autofe.pipelines.spark_tables import MANIFEST, duckdb_select, write_manifest
+    from autofe.warehouse.tables import TABLES
+
+    if (out / MANIFEST).is_file():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    counts = {}
+    with duckdb.connect(str(db), read_only=True) as con:
+        for t in TABLES:
+            (out / t.name).mkdir(parents=True)
+            target = out / t.name / "part-0.parquet"
+            con.execute(f"COPY ({duckdb_select(t)}) TO '{target}' (FORMAT parquet)")
+            counts[t.name] = int(con.execute(f"SELECT count(*) FROM {t.name}").fetchall()[0][0])
+    write_manifest(out, counts)
+    return out
 
 
 ENGINES = {"duckdb": run_duckdb, "spark": run_spark}
@@ -601,6 +637,11 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         "--duckdb-memory", default=DEFAULT_MEMORY, help="The features sandbox's memory limit."
     )
     parser.add_argument("--master", default="local[2]", help="Spark master of the Spark engine.")
+    parser.add_argument(
+        "--spark-tables-from-duckdb",
+        action="store_true",
+        help="Spark features on SCRATCH/x<N>.duckdb exported to Parquet (when its ingest cannot).",
+    )
     parser.add_argument("--settle-load", type=float, default=1.0)
     parser.add_argument("--settle-max", type=float, default=120.0)
     parser.add_argument("--write", type=Path)
@@ -638,7 +679,7 @@ def benchmark(
     plan = Plan(
         args.scratch, args.catalog, args.timeout, args.feature_timeout, args.settle_load,
         args.settle_max, command.strip(), tuple(args.steps.split(",")), args.duckdb_memory,
-        args.master,
+        args.master, args.spark_tables_from_duckdb,
     )  # fmt: skip
     total = len(load_catalog(args.catalog))
     for copies in (int(c) for c in args.copies.split(",")):
