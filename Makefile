@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 DEMO_DB ?= demo.duckdb
 
-.PHONY: demo test test-slow test-lab test-airflow lint bench clean
+.PHONY: demo test test-slow test-lab test-spark test-airflow lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ test-slow: $(BIN)/.installed
 # the lab's real-PySpark tests (a tiny generated workspace, every job on local Spark): CI runs them
 test-lab: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow tests/lab
+
+# the Spark engine on real Spark: parity with DuckDB on local[2] (ingest counts, every feature of
+# the example run, each translation rule) and a standalone master + worker started by the test
+test-spark: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_spark.py tests/pipelines/test_spark_standalone.py
 
 # the Airflow DAG example, in its own venv without autofe (Airflow would downgrade fastapi in
 # $(VENV)); --noconftest: tests/conftest.py imports autofe, -c /dev/null: no autofe pytest config

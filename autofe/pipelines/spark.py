@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import socket
 import sys
 import threading
 import time
@@ -55,6 +57,8 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'autofe[spark]'"
 LOOPBACK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+JVM_START_S = 60.0
+"""Allowance for launching Spark's JVM, on top of ``connect_timeout_s``, before giving up."""
 REPLACED_ON_KEY = ("jobs", "runs")
 """Tables whose event-log rows replace a same-key row from the workspace, as the DuckDB
 ingest's ``INSERT OR REPLACE`` (event logs are stored after the workspace JSON)."""
@@ -78,8 +82,14 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     """The configuration a session starts with: defaults, then the user's, then the pinned.
 
     Raises:
-        ConfigError: the user's conf sets a pinned setting to another value.
+        ConfigError: the master URL is not one Spark takes, or the user's conf sets a pinned
+            setting to another value.
     """
+    if not re.match(r"^(local(\[[0-9*]+(,[0-9]+)?\])?|spark://.+|yarn|k8s://.+)$", settings.master):
+        raise ConfigError(
+            f"Spark master {settings.master!r}: expected local, local[N], spark://host:port, "
+            "yarn or k8s://..."
+        )
     clash = {
         k: v
         for k, v in settings.conf.items()
@@ -126,21 +136,57 @@ def spark_session(settings: SparkSettings) -> Iterator[Any]:
     sql = _pyspark()
     if sql.SparkSession.getActiveSession() is not None:
         raise ConfigError("a Spark session is already running in this process: stop it first")
+    check_reachable(settings.master, settings.connect_timeout_s)
     builder = sql.SparkSession.builder.master(settings.master).appName(settings.app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    try:
-        with _worker_python(conf["spark.pyspark.python"]):
-            spark = builder.getOrCreate()
-    except Exception as exc:  # py4j and pyspark raise many types; all mean "did not start"
-        raise ConfigError(
-            f"cannot start Spark on master {settings.master!r}: {first_line(exc)}"
-        ) from exc
+    spark = _start(builder, settings, conf["spark.pyspark.python"])
     try:
         check_executors(spark, settings)
         yield spark
     finally:
         spark.stop()
+
+
+def check_reachable(master: str, timeout_s: float) -> None:
+    """Fail fast when no standalone master of ``spark://h1:p1[,h2:p2]`` accepts a connection.
+
+    Spark itself retries registering for about a minute before giving up on a dead master.
+
+    Raises:
+        ConfigError: naming the master and why each address failed.
+    """
+    if not master.startswith("spark://"):
+        return
+    failures = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=min(timeout_s, 10.0)).close()
+            return
+        except (OSError, ValueError) as exc:
+            failures.append(f"{address}: {exc.strerror if isinstance(exc, OSError) else exc}")
+    raise ConfigError(f"Spark master {master} is not reachable ({'; '.join(failures)})")
+
+
+def _start(builder: Any, settings: SparkSettings, python: str) -> Any:
+    """``builder.getOrCreate()``, bounded: it blocks while a master does not answer."""
+    outcome: dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            with _worker_python(python):
+                outcome["spark"] = builder.getOrCreate()
+        except Exception as exc:  # py4j and pyspark raise many types; all mean "did not start"
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=start, name="autofe-spark-start", daemon=True)
+    worker.start()
+    worker.join(settings.connect_timeout_s + JVM_START_S)
+    if "spark" in outcome:
+        return outcome["spark"]
+    why = first_line(outcome["error"]) if "error" in outcome else "no answer in time"
+    raise ConfigError(f"cannot start Spark on master {settings.master!r}: {why}")
 
 
 @contextmanager
@@ -209,9 +255,17 @@ def _session(settings: SparkSettings, session: Any | None) -> Iterator[Any]:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first non-empty line of an error (Spark appends plans and JVM stack traces)."""
+    """The message of an error without Spark's plans and JVM stack traces.
+
+    For a JVM error wrapped by py4j, the Java exception's message (py4j's own first line only
+    says which call failed).
+
+    >>> first_line(RuntimeError("An error occurred while calling x.\\n: org.apache.Boom: bad"))
+    'org.apache.Boom: bad'
+    """
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+    java = next((line[2:] for line in lines if line.startswith(": ")), None)
+    return java or (lines[0] if lines else type(exc).__name__)
 
 
 # --------------------------------------------------------------------------- ingest
@@ -434,7 +488,7 @@ def materialize_on_spark(
     """
     read_manifest(tables)
     started = time.perf_counter()
-    with _session(settings, session) as spark, _quiet_query_errors():
+    with _session(settings, session) as spark, _quiet_query_errors(spark):
         register_tables(spark, tables)
         runs = frozenset(str(r[0]) for r in spark.sql("SELECT run_id FROM runs").collect())
         values, refused, queries, seconds = {}, [], {}, {}
@@ -498,16 +552,19 @@ def _analysis_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextmanager
-def _quiet_query_errors() -> Iterator[None]:
-    """Silence pyspark's logging of each failed query (a JSON stack trace per refusal): the
-    refusal itself says what went wrong."""
+def _quiet_query_errors(spark: Any) -> Iterator[None]:
+    """Silence the logging of each failed feature query (pyspark's JSON stack trace, the
+    JVM's task failure): the refusal itself says what went wrong."""
     logger = logging.getLogger("SQLQueryContextLogger")
     level = logger.level
+    jvm_level = spark.sparkContext.getConf().get("spark.log.level", "ERROR")
     logger.setLevel(logging.CRITICAL)
+    spark.sparkContext.setLogLevel("OFF")
     try:
         yield
     finally:
         logger.setLevel(level)
+        spark.sparkContext.setLogLevel(jvm_level)
 
 
 def write_spark_features(

@@ -31,6 +31,8 @@ _EXTRA_TYPES: dict[type[exp.Expr], dict[str, Any]] = {
     exp.JSONExtract: {"returns": exp.DType.JSON},
     exp.MD5: {"returns": exp.DType.VARCHAR},
     exp.SplitPart: {"returns": exp.DType.VARCHAR},
+    exp.Replace: {"returns": exp.DType.VARCHAR},
+    exp.Substring: {"returns": exp.DType.VARCHAR},
     exp.RegexpExtractAll: {"annotator": lambda self, e: self._set_type(e, TEXT_LIST)},
     exp.Split: {"annotator": lambda self, e: self._set_type(e, TEXT_LIST)},
     exp.ArrayDistinct: {"annotator": lambda self, e: self._set_type(e, e.this.type)},

@@ -165,7 +165,7 @@ _COMPARABLE = (NUMERIC, {"text"}, {"date", "timestamp"}, {"boolean"})
 
 def _comparable(node: exp.Expr, left: exp.Expr, right: exp.Expr) -> None:
     """DuckDB and Spark coerce mixed types differently: both sides must be of one family."""
-    kinds = {kind(left), kind(right)} - {"null"}
+    kinds = {kind(side) for side in (left, right) if not isinstance(side, exp.Null)} - {"null"}
     iso = [s for s in (left, right) if isinstance(s, exp.Literal) and s.is_string]
     if iso and kinds <= {"text", "date", "timestamp"}:
         kinds -= {"text"}  # an ISO literal compared with a date or time: both engines cast it
@@ -351,8 +351,10 @@ def _cast(node: exp.Expr) -> exp.Expr:
     if isinstance(node.this, exp.JSONExtract):
         return _json_list(node, target)
     family = kind(node.this)
-    if family == "null":
+    if family == "null" or isinstance(node.this, exp.Null):
         return node
+    if family == "unknown":
+        refuse(node, "cannot tell the type of the cast value, and casts differ by type")
     for types, rule in _CASTS:
         if target.this in types:
             return rule(node, family)
@@ -383,12 +385,17 @@ def _text_to_double(node: exp.Expr) -> exp.Expr:
         "regexp_replace", text.copy(), exp.Literal.string("[_ \\t\\n\\r]"), exp.Literal.string("")
     )
     parsed = exp.Cast(this=cleaned, to=DOUBLE.copy())
-    otherwise = None if isinstance(node, exp.TryCast) else _fail("text that is not a number")
+    otherwise = (
+        None
+        if isinstance(node, exp.TryCast)
+        else _fail("DuckDB fails to cast text that is not a number")
+    )
     return exp.Case(ifs=[exp.If(this=matches, true=parsed)], default=otherwise)
 
 
-def _fail(what: str) -> exp.Expr:
-    return fn("raise_error", exp.Literal.string(f"autofe: DuckDB fails on {what} here"))
+def _fail(why: str) -> exp.Expr:
+    """Fail the Spark query where it cannot give DuckDB's answer: reported, never a wrong value."""
+    return fn("raise_error", exp.Literal.string(f"autofe: {why}"))
 
 
 def _to_integer(node: exp.Expr, family: str) -> exp.Expr:
@@ -422,10 +429,15 @@ def _to_date(node: exp.Expr, family: str) -> exp.Expr:
     text = node.this
     plain = exp.RegexpLike(this=text.copy(), expression=exp.Literal.string(PLAIN_DATE))
     maybe = exp.RegexpLike(this=text.copy(), expression=exp.Literal.string(MAYBE_DATE))
-    strict = isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast)
-    parsed = (exp.Cast if strict else exp.TryCast)(this=fn("trim", text.copy()), to=DATE.copy())
-    ifs = [exp.If(this=plain, true=parsed), exp.If(this=maybe, true=_fail("this date text"))]
-    return exp.Case(ifs=ifs, default=None if isinstance(node, exp.TryCast) else _fail("text"))
+    strict = not isinstance(node, exp.TryCast)
+    # safe=True: without it sqlglot prints a TryCast as a plain (failing) CAST
+    parsed = exp.Cast(this=fn("trim", text.copy()), to=DATE.copy())
+    if not strict:
+        parsed = exp.TryCast(this=fn("trim", text.copy()), to=DATE.copy(), safe=True)
+    other = _fail("date text in a form only DuckDB reads (times, slashes, BC, infinity)")
+    ifs = [exp.If(this=plain, true=parsed), exp.If(this=maybe, true=other)]
+    failed = _fail("DuckDB fails to cast text that is not a date")
+    return exp.Case(ifs=ifs, default=None if isinstance(node, exp.TryCast) else failed)
 
 
 def _to_timestamp(node: exp.Expr, family: str) -> exp.Expr:
@@ -554,6 +566,17 @@ def _dpipe(node: exp.Expr) -> exp.Expr:
 def _replace(node: exp.Expr) -> exp.Expr:
     if not literal_text(node.expression, "the searched text"):
         refuse(node, "replacing the empty string differs")
+    return node
+
+
+def _substring(node: exp.Expr) -> exp.Expr:
+    """1-based in both from a positive start; negative starts and lengths differ."""
+    need(node.this, {"text"}, "the text")
+    if literal_int(node.args.get("start"), "the start") < 1:
+        refuse(node, "a start before 1 differs")
+    length = node.args.get("length")
+    if length is not None and literal_int(length, "the length") < 0:
+        refuse(node, "a negative length differs")
     return node
 
 
@@ -929,6 +952,7 @@ RULES: dict[type[exp.Expr], Rule] = {
     exp.DPipe: _dpipe,
     exp.Replace: _replace,
     exp.SplitPart: _split_part,
+    exp.Substring: _substring,
     exp.Split: _split,
     exp.Like: _like,
     exp.RegexpLike: _regexp_like,

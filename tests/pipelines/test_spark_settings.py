@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from parity import export_tables
 from typer.testing import CliRunner
 
 from autofe.cli import app
@@ -30,7 +31,7 @@ from autofe.pipelines.spark import (
     session_conf,
     spark_session,
 )
-from autofe.pipelines.spark_tables import duckdb_select, write_manifest
+from autofe.pipelines.spark_tables import duckdb_select
 from autofe.sandbox.session import Sandbox
 from autofe.schema import IngestReport
 from autofe.tools.event_log_files import find_event_logs
@@ -123,17 +124,7 @@ def hashable(row: tuple[object, ...]) -> tuple[object, ...]:
 @pytest.fixture(scope="module")
 def duckdb_tables(tmp_path_factory: pytest.TempPathFactory, example_warehouse: Path) -> Path:
     """The example warehouse as a table folder (Parquet per table), written by DuckDB."""
-    folder = tmp_path_factory.mktemp("tables")
-    con = duckdb.connect(str(example_warehouse), read_only=True)
-    counts = {}
-    for t in TABLES:
-        (folder / t.name).mkdir()
-        target = str(folder / t.name / "part-0.parquet")
-        con.execute(f"COPY ({duckdb_select(t)}) TO '{target}' (FORMAT parquet)")
-        counts[t.name] = int(con.execute(f"SELECT count(*) FROM {t.name}").fetchall()[0][0])
-    con.close()
-    write_manifest(folder, counts)
-    return folder
+    return export_tables(example_warehouse, tmp_path_factory.mktemp("tables"))
 
 
 def test_gate_sample_takes_whole_jobs(duckdb_tables: Path, tmp_path: Path) -> None:
