@@ -225,10 +225,13 @@ def replicate_command(
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="Processes rewriting event logs.")
     ] = 2,
+    first: Annotated[
+        int, typer.Option("--first", min=0, help="First copy (parts of one organisation).")
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """One workspace of N copies of a lab workspace: other teams, other ids, the same month."""
-    report = replicate_workspace(workspace_path(workspace), out, copies, workers)
+    report = replicate_workspace(workspace_path(workspace), out, copies, workers, first)
     if as_json:
         typer.echo(json.dumps(asdict(report), default=str))
         return

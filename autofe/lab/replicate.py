@@ -58,6 +58,7 @@ class ReplicaReport:
     out: Path
     source: Path
     copies: int
+    first: int
     runs: int
     jobs: int
     event_logs: int
@@ -366,17 +367,22 @@ def _replicate_logs(
             future.result()
 
 
-def replicate_workspace(src: Path, out: Path, copies: int, workers: int = 1) -> ReplicaReport:
+def replicate_workspace(
+    src: Path, out: Path, copies: int, workers: int = 1, first: int = 0
+) -> ReplicaReport:
     """Write ``copies`` distinct copies of the lab workspace ``src`` as one workspace ``out``.
 
-    Built in ``<out>.partial`` and renamed when complete, so an existing ``out`` is whole
-    (its ``replica.json`` says what it holds). ``workers`` processes rewrite the event logs.
+    Copies ``first`` … ``first + copies - 1``: replicas with disjoint ranges are parts of one
+    organisation (copy 0, the source itself, belongs to the part that starts at 0). Built in
+    ``<out>.partial`` and renamed when complete, so an existing ``out`` is whole (its
+    ``replica.json`` says what it holds). ``workers`` processes rewrite the event logs.
 
     Raises:
-        ConfigError: ``copies`` < 1, ``out`` exists, or ``src`` is not a lab workspace.
+        ConfigError: ``copies`` < 1, ``first`` < 0, ``out`` exists, or ``src`` is not a lab
+            workspace.
     """
-    if copies < 1:
-        raise ConfigError(f"copies must be at least 1, got {copies}")
+    if copies < 1 or first < 0:
+        raise ConfigError(f"copies must be at least 1 and first at least 0, got {copies}, {first}")
     if out.exists():
         raise ConfigError(f"{out} exists; give a new folder for the replica")
     started = time.perf_counter()
@@ -384,7 +390,7 @@ def replicate_workspace(src: Path, out: Path, copies: int, workers: int = 1) -> 
     runs = [run for _, run in source.runs]
     run_ids = [r[k] for r in runs for k in _RUN_KEYS if r.get(k) is not None]
     strides = stride(run_ids), stride(j["job_id"] for j in source.jobs)
-    all_ids = [CopyIds(k, *strides) for k in range(copies)]
+    all_ids = [CopyIds(k, *strides) for k in range(first, first + copies)]
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)  # an interrupted build of this same replica
     partial.mkdir(parents=True)
@@ -397,7 +403,7 @@ def replicate_workspace(src: Path, out: Path, copies: int, workers: int = 1) -> 
     logs = _log_files(src, runs)
     _replicate_logs(src, partial, logs, all_ids, workers)
     report = ReplicaReport(
-        out, src, copies, len(source.runs) * copies, len(jobs), len(logs) * copies,
+        out, src, copies, first, len(source.runs) * copies, len(jobs), len(logs) * copies,
         _disk_bytes(partial), *strides, round(time.perf_counter() - started, 3),
     )  # fmt: skip
     _write_json(partial / MANIFEST, {**asdict(report), "out": str(out), "source": str(src)})
@@ -411,7 +417,8 @@ def read_replica(out: Path) -> ReplicaReport | None:
     if not path.is_file():
         return None
     data = _read_json(path)
-    return ReplicaReport(**{**data, "out": Path(data["out"]), "source": Path(data["source"])})
+    paths = {"out": Path(data["out"]), "source": Path(data["source"])}
+    return ReplicaReport(**{"first": 0, **data, **paths})
 
 
 def _disk_bytes(root: Path) -> int:

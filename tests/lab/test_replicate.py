@@ -118,9 +118,25 @@ def test_a_copy_mirrors_its_original_run_for_run(warehouses: dict[int, Path]) ->
         assert _one(con, sql) == 62
 
 
+def test_parts_starting_at_later_copies_add_up_to_the_whole(
+    source: Path, warehouses: dict[int, Path]
+) -> None:
+    part = source.parent / "part1"
+    report = replicate_workspace(source, part, 1, first=1)
+    assert (report.first, report.runs) == (1, 62)
+    assert min(int(p.stem) for p in (part / "runs").glob("*.json")) > 10_000
+    db = source.parent / "parts.duckdb"
+    ingest([source.parent / "x1", part], IngestSettings(db=db, workers=1))
+    whole, parts = _counts(warehouses[2]), _counts(db)
+    # one jobs/list.json per part; the shared files' second copies are skipped as unchanged
+    assert parts == {**whole, "ingested_files": whole["ingested_files"] + 1}
+
+
 def test_bad_arguments_are_config_errors(source: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="at least 1"):
         replicate_workspace(source, tmp_path / "r", 0)
+    with pytest.raises(ConfigError, match="first at least 0"):
+        replicate_workspace(source, tmp_path / "r", 1, first=-1)
     with pytest.raises(ConfigError, match="exists"):
         replicate_workspace(source, tmp_path, 2)
     with pytest.raises(ConfigError, match="not a lab workspace"):
