@@ -101,7 +101,11 @@ def materialize_catalog(
         found = materialize_on_spark(accepted, settings.tables or Path(), settings.spark)
         stored, refused = write_spark_features(found, accepted, settings.store), found.refused
     seconds = {"gates": round(gated - started, 3), "compute": round(time.perf_counter() - gated, 3)}
-    where = "warehouse" if settings.db else f"sample of {settings.gate_sample_runs} runs"
+    where = (
+        "warehouse"
+        if settings.db
+        else f"sample of whole jobs, at most {settings.gate_sample_runs} runs"
+    )
     return MaterializeReport(settings.engine, rejected, stored, refused, where, seconds)
 
 

@@ -51,7 +51,8 @@ class JavaRegex:
     optional_groups: frozenset[int]
     """Groups that can be left out of a match (under ``?``, ``*``, ``{0,n}`` or ``|``)."""
     anchored: bool
-    """Every alternative starts at the beginning of the text: at most one match exists."""
+    """Every alternative starts at the beginning of the text, or every one ends at its end
+    (and none matches empty): at most one match exists, so "first" and "all" agree."""
 
     @property
     def pattern(self) -> str:
@@ -73,6 +74,9 @@ class _Piece:
     java: str
     nullable: bool
     anchored: bool = False
+    """Only matches at the beginning of the text."""
+    at_end: bool = False
+    """Only matches ending at the end of the text."""
 
 
 def re2_to_java(pattern: str, options: str = "") -> JavaRegex:
@@ -100,7 +104,8 @@ def re2_to_java(pattern: str, options: str = "") -> JavaRegex:
         parser.fail("unbalanced ')'")
     prefix = "(?d" + ("iu" if flags.ignore_case else "") + ("s" if flags.dot_all else "") + ")"
     optional = frozenset(parser.optional)
-    return JavaRegex(prefix, body.java, parser.groups, body.nullable, optional, body.anchored)
+    single = body.anchored or (body.at_end and not body.nullable)
+    return JavaRegex(prefix, body.java, parser.groups, body.nullable, optional, single)
 
 
 def _option_flags(options: str, pattern: str) -> _Flags:
@@ -162,6 +167,7 @@ class _Parser:
             "|".join(b.java for b in branches),
             any(b.nullable for b in branches),
             all(b.anchored for b in branches),
+            all(b.at_end for b in branches),
         )
 
     def concat(self) -> _Piece:
@@ -169,7 +175,9 @@ class _Parser:
         while self.peek() not in ("", "|", ")"):
             parts.append(self.repeat())
         anchored = bool(parts) and parts[0].anchored
-        return _Piece("".join(p.java for p in parts), all(p.nullable for p in parts), anchored)
+        at_end = bool(parts) and parts[-1].at_end
+        java = "".join(p.java for p in parts)
+        return _Piece(java, all(p.nullable for p in parts), anchored, at_end)
 
     def repeat(self) -> _Piece:
         if self.peek() in ("*", "+", "?") or self._counted() is not None:
@@ -181,7 +189,10 @@ class _Parser:
             self.fail("a repetition of a repetition is an error in RE2")
         if quantifier and _may_skip(quantifier):
             self.optional.update(range(first_group + 1, self.groups + 1))
-        return _Piece(atom.java + quantifier, nullable, atom.anchored and not quantifier)
+        bare = not quantifier
+        return _Piece(
+            atom.java + quantifier, nullable, atom.anchored and bare, atom.at_end and bare
+        )
 
     def _quantifier(self, atom: _Piece) -> tuple[str, bool]:
         char = self.peek()
@@ -230,7 +241,9 @@ class _Parser:
                 return _Piece("(?:\\A|(?<=\\n))", True)
             return _Piece("\\A", True, anchored=True)
         if char == "$":
-            return _Piece("(?=\\n|\\z)" if self.flags.multiline else "\\z", True)
+            if self.flags.multiline:
+                return _Piece("(?=\\n|\\z)", True)
+            return _Piece("\\z", True, at_end=True)
         return _Piece(_literal(char), False)
 
     def group(self) -> _Piece:
@@ -244,7 +257,7 @@ class _Parser:
             self.fail("missing ')'")
         self.pos += 1
         opener = "(" if capturing else "(?:"
-        return _Piece(opener + inner.java + ")", inner.nullable, inner.anchored)
+        return _Piece(opener + inner.java + ")", inner.nullable, inner.anchored, inner.at_end)
 
     def _group_kind(self) -> bool:
         """Consume ``?:`` or a group name; True if the group captures."""
@@ -273,7 +286,7 @@ class _Parser:
         if char in ("b", "B"):
             return _Piece(_WORD_BOUNDARY if char == "b" else _NOT_WORD_BOUNDARY, True)
         if char in ("A", "z"):
-            return _Piece("\\" + char, True, anchored=char == "A")
+            return _Piece("\\" + char, True, anchored=char == "A", at_end=char == "z")
         return _Piece(_literal(self._escaped_char(char)), False)
 
     def _escaped_char(self, char: str) -> str:

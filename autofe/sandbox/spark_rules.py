@@ -412,7 +412,31 @@ def _to_integer(node: exp.Expr, family: str) -> exp.Expr:
 def _to_text(node: exp.Expr, family: str) -> exp.Expr:
     if family in ("text", "json", "integer", "boolean", "date"):
         return node
-    refuse(node, f"{family} values print differently in Spark (1e+20 vs 1.0E20)")
+    if family == "float":
+        return _double_text(node.this)
+    refuse(node, f"{family} values print differently in Spark")
+
+
+def _double_text(x: exp.Expr) -> exp.Expr:
+    """DuckDB prints a DOUBLE as Python's repr does; Java's toString differs (1e+20 vs 1.0E20,
+    0.001 vs 0.0010 on some JDKs). Whole numbers under 1e16 print as digits and '.0' in DuckDB,
+    which Spark can spell exactly; any other value fails the query instead of differing."""
+    whole = exp.TryCast(this=x.copy(), to=BIGINT.copy(), safe=True)
+    is_whole = exp.And(
+        this=exp.LT(this=fn("abs", x.copy()), expression=exp.Literal.number("1e16")),
+        expression=exp.EQ(this=x.copy(), expression=cast(whole, DOUBLE)),
+    )
+    text = exp.DataType.build("VARCHAR")
+    digits = fn("concat", cast(whole, text), exp.Literal.string(".0"))
+    zero = exp.EQ(this=x.copy(), expression=exp.Literal.number(0))
+    ifs = [
+        exp.If(this=exp.Is(this=x.copy(), expression=exp.null()), true=exp.null()),
+        exp.If(this=zero, true=cast(x, text)),  # '0.0' and '-0.0' in both
+        exp.If(this=is_whole, true=digits),
+    ]
+    return exp.Case(
+        ifs=ifs, default=_fail("a DOUBLE that is not a whole number under 1e16 prints differently")
+    )
 
 
 PLAIN_DATE = r"^ *[0-9]{4}-[0-9]{1,2}-[0-9]{1,2} *$"

@@ -248,11 +248,22 @@ def test_each_rule_gives_duckdbs_values(spark: Any, edge_warehouse: tuple[Path, 
 def test_text_only_duckdb_reads_fails_the_spark_query_rather_than_differing(
     spark: Any, edge_warehouse: tuple[Path, Path]
 ) -> None:
-    """A date spelled with slashes: DuckDB reads it, the translation does not: run refused."""
+    """A date spelled with slashes (DuckDB reads it, the translation does not) and a DOUBLE
+    printed as text (2.5: Java and DuckDB spell some such values differently): run refused."""
     sql = (
         "SELECT r.run_id, TRY_CAST(replace(a.value_text, '-', '/') AS DATE) AS value "
         "FROM runs AS r JOIN run_attributes AS a ON a.run_id = r.run_id AND a.name = 'date'"
     )
-    spec = FeatureSpec(name="slashed_date", sql=sql, category="static-config")
-    found = materialize_on_spark([spec], edge_warehouse[1], SparkSettings(), session=spark)
-    assert [(r.stage, "only DuckDB reads" in r.reason) for r in found.refused] == [("run", True)]
+    dates = FeatureSpec(name="slashed_date", sql=sql, category="static-config")
+    halves = FeatureSpec(
+        name="half_as_text",
+        sql="SELECT r.run_id, CAST(r.duration_s AS VARCHAR) AS value FROM runs AS r",
+        category="static-config",
+    )
+    found = materialize_on_spark([dates, halves], edge_warehouse[1], SparkSettings(), session=spark)
+    assert [(r.name, r.stage) for r in found.refused] == [
+        ("slashed_date", "run"),
+        ("half_as_text", "run"),
+    ]
+    assert "only DuckDB reads" in found.refused[0].reason
+    assert "not a whole number" in found.refused[1].reason

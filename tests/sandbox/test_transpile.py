@@ -91,8 +91,8 @@ def test_a_restricted_feature_translates_with_its_run_filter() -> None:
 
 
 def test_refusals_name_what_is_refused() -> None:
-    with pytest.raises(Untranspilable, match=r"^CAST\(t\.duration_s AS TEXT\): float values"):
-        to_spark_sql("SELECT t.run_id, CAST(t.duration_s AS VARCHAR) AS value FROM runs AS t")
+    with pytest.raises(Untranspilable, match=r"^ROUND\(t\.duration_s, 2\): round\(DOUBLE, n\)"):
+        to_spark_sql("SELECT t.run_id, round(t.duration_s, 2) AS value FROM runs AS t")
 
 
 def test_two_statements_are_refused_by_the_sandbox_first() -> None:
