@@ -87,27 +87,36 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             process.wait(10)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A standalone master and one worker (2 cores, 2 GiB) on loopback; yields the master URL."""
+def daemon_env(root: Path) -> dict[str, str]:
     import pyspark
 
-    root = tmp_path_factory.mktemp("standalone")
-    port, webui = free_port(), free_port()
-    env = {
+    return {
         **os.environ,
         "SPARK_HOME": str(Path(pyspark.__file__).parent),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_WORKER_DIR": str(root / "work"),
         "SPARK_LOG_DIR": str(root),
     }
-    host = ("--host", "127.0.0.1")
+
+
+def start_master(root: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int, int]:
+    port, webui = free_port(), free_port()
     master = spark_class(
         "org.apache.spark.deploy.master.Master",
-        *(*host, "--port", str(port), "--webui-port", str(webui)),
+        *("--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui)),
         log=root / "master.log",
         env=env,
     )
+    return master, port, webui
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A standalone master and one worker (2 cores, 2 GiB) on loopback; yields the master URL."""
+    root = tmp_path_factory.mktemp("standalone")
+    env = daemon_env(root)
+    master, port, webui = start_master(root, env)
+    host = ("--host", "127.0.0.1")
     url = f"spark://127.0.0.1:{port}"
     worker = spark_class(
         "org.apache.spark.deploy.worker.Worker",
@@ -160,3 +169,30 @@ def test_an_unreachable_master_fails_within_the_timeout() -> None:
     ):
         pass
     assert time.monotonic() - started < 5
+
+
+def test_a_master_without_workers_fails_within_the_connect_timeout(tmp_path: Path) -> None:
+    """The master answers, but no executor ever runs a task: an error, not a wait forever."""
+    master, port, webui = start_master(tmp_path, daemon_env(tmp_path))
+    try:
+        deadline = time.monotonic() + CLUSTER_START_S
+        while not _answers(webui) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        settings = SparkSettings(master=f"spark://127.0.0.1:{port}", conf=CONF, connect_timeout_s=5)
+        started = time.monotonic()
+        with (
+            pytest.raises(ConfigError, match=r"no executor ran a task within 5 s"),
+            spark_session(settings),
+        ):
+            pass
+        assert time.monotonic() - started < 60  # the JVM's start plus the 5 s
+    finally:
+        stop(master)
+
+
+def _answers(webui: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=2):
+            return True
+    except OSError:
+        return False
