@@ -980,16 +980,28 @@ class RunLinker:
     """Links an application to a workspace run by the rules of ``docs/workspace.md``.
 
     A plain picklable object (not a closure), so a distributed ingest can ship it to the
-    processes that parse the logs.
+    processes that parse the logs. Indexed by unit id and cluster, so linking an application
+    is a lookup, not a scan of every run (which made ingest quadratic in the workspace's size).
     """
 
     units: tuple[_Unit, ...]
+    by_unit_id: dict[str, str] = field(init=False, repr=False, compare=False)
+    by_cluster: dict[str | None, tuple[_Unit, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ids: dict[str, str] = {}
+        clusters: dict[str | None, list[_Unit]] = {}
+        for unit in self.units:
+            ids.setdefault(unit.unit_id, unit.run_id)  # the first unit of an id, as a scan finds
+            clusters.setdefault(unit.cluster_id, []).append(unit)
+        object.__setattr__(self, "by_unit_id", ids)
+        object.__setattr__(self, "by_cluster", {k: tuple(v) for k, v in clusters.items()})
 
     def __call__(self, facts: AppFacts) -> str | None:
         return (
-            _by_run_id(self.units, facts)
-            or _by_location(self.units, facts)
-            or _by_overlap(self.units, facts)
+            _by_run_id(self.by_unit_id, facts)
+            or _by_location(self.by_cluster, facts)
+            or _by_overlap(self.by_cluster, facts)
         )
 
 
@@ -1008,30 +1020,30 @@ def make_linker(runs: Mapping[str, Json]) -> RunLinker:
     return RunLinker(tuple(u for run_id, run in runs.items() for u in _units(run_id, run)))
 
 
-def _by_run_id(units: Sequence[_Unit], facts: AppFacts) -> str | None:
+def _by_run_id(by_unit_id: Mapping[str, str], facts: AppFacts) -> str | None:
     for prop in (RUN_ID_PROP, PARENT_RUN_ID_PROP):
         wanted = facts.properties.get(prop)
-        if wanted and (hit := next((u for u in units if u.unit_id == wanted), None)):
-            return hit.run_id
+        if wanted and (hit := by_unit_id.get(wanted)):
+            return hit
     return None
 
 
-def _by_location(units: Sequence[_Unit], facts: AppFacts) -> str | None:
+def _by_location(by_cluster: Mapping[str | None, Sequence[_Unit]], facts: AppFacts) -> str | None:
     where = delivery_location(facts.path)
     if where is None or where[1] is None:
         return None
-    hits = [u for u in units if (u.cluster_id, u.context_id) == where]
+    hits = [u for u in by_cluster.get(where[0], ()) if u.context_id == where[1]]
     if len({u.run_id for u in hits}) == 1:
         return hits[0].run_id
     return _most_overlap(hits, facts)
 
 
-def _by_overlap(units: Sequence[_Unit], facts: AppFacts) -> str | None:
+def _by_overlap(by_cluster: Mapping[str | None, Sequence[_Unit]], facts: AppFacts) -> str | None:
     where = delivery_location(facts.path)
     cluster = facts.properties.get(CLUSTER_ID_PROP) or (where[0] if where else None)
     if not cluster:
         return None
-    return _most_overlap([u for u in units if u.cluster_id == cluster], facts)
+    return _most_overlap(by_cluster.get(cluster, ()), facts)
 
 
 def _most_overlap(units: Sequence[_Unit], facts: AppFacts) -> str | None:
