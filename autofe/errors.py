@@ -124,3 +124,16 @@ class Untranspilable(AutofeError):
         self.reason = reason
         self.span = span
         super().__init__(reason)
+
+
+class ScheduleError(AutofeError):
+    """A job request, budget or instance catalog cannot be scheduled; names the job and why.
+
+    ``job_id`` is the offending job's id (``None`` when the problem is not one job's, e.g. a
+    catalog file), so an orchestrator can reject exactly that request.
+    """
+
+    def __init__(self, reason: str, job_id: str | None = None) -> None:
+        self.job_id = job_id
+        self.reason = reason
+        super().__init__(f"job {job_id!r}: {reason}" if job_id is not None else reason)
