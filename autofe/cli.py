@@ -24,6 +24,7 @@ from autofe.console import (
 from autofe.evals.cli import eval_app
 from autofe.knowledge_base.cli import kb_app
 from autofe.lab.cli import lab_app
+from autofe.scheduler.cli import schedule_app
 
 app = typer.Typer(
     name="autofe",
@@ -41,6 +42,7 @@ app.add_typer(features_app, name="features")
 app.add_typer(lab_app, name="lab")
 app.add_typer(kb_app, name="kb")
 app.add_typer(eval_app, name="eval")
+app.add_typer(schedule_app, name="schedule")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DbOpt = Annotated[Path, typer.Option("--db", help="Warehouse file (DuckDB).")]
