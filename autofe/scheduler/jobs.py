@@ -103,3 +103,37 @@ class JobRequest:
     def priority(self) -> int:
         """0 for P0 (most urgent) … 3 for P3."""
         return TIERS.index(self.tier)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and how a job runs: a shape, in one cloud region, in one market.
+
+    ``fallback_after`` is how many spot preemptions the job tolerates before it moves to
+    on-demand (``None``: never falls back; on-demand placements ignore it).
+    """
+
+    shape: Shape
+    cloud: str
+    region: str
+    market: Market
+    fallback_after: int | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's answer for one job: a placement and what it expects of it.
+
+    ``p_deadline`` is the probability of finishing before the deadline (1.0 without one),
+    counting start-up, expected preemptions, checkpoint and restart overhead;
+    ``expected_cost_usd`` counts every node-hour paid, lost work included.
+    """
+
+    job_id: str
+    placement: Placement
+    expected_cost_usd: float
+    p_deadline: float
+    p50_s: float
+    high_s: float
+    expected_preemptions: float = 0.0
+    hourly_usd: float = 0.0
