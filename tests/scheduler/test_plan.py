@@ -1,0 +1,300 @@
+"""The planner: which shape, region and market it picks, and why, on real-looking prices.
+
+Prices are public list prices from ``../shared/data/external/cloud-prices``: AWS on-demand in
+us-east-1 from the 2017-03 ec2instances.info scrape, spot = on-demand × (1 − savings) with the
+AWS Spot Advisor's savings, Azure Databricks "Jobs Compute" premium totals (VM + DBU). The
+interruption rates are stress values chosen per test (the Spot Advisor's classes are per month,
+far below one per node-hour); each test says which behaviour the rate is there to show.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from autofe.errors import ConfigError, ScheduleError
+from autofe.scheduler.catalog import Catalog, Offer
+from autofe.scheduler.duration import p_within
+from autofe.scheduler.jobfile import JobSet
+from autofe.scheduler.jobs import Checkpointing, Estimate, JobRequest, Plan, Tier
+from autofe.scheduler.plan import (
+    PlanSettings,
+    candidates,
+    plan_job,
+    plan_jobs,
+    rank_plans,
+    simulate_spot,
+)
+
+H = 3600.0
+# ec2instances.info 2017-03, us-east-1 Linux; Spot Advisor: 56 % savings in us-east-1
+M4_ON_DEMAND = 0.215
+M4_SPOT = round(0.215 * (1 - 0.56), 4)
+# Azure Databricks Jobs Compute premium, West US 2: VM + DBU per hour (no spot price listed)
+A100_X8_USD_H = 40.397  # ND96asr_A100_v4: 8 × A100
+T4_USD_H = 0.826  # NC4as_T4_v3: 1 × T4
+
+
+def m4(rate_per_h: float, region: str = "us-east-1") -> Offer:
+    return Offer("aws", region, "m4.xlarge", 4, 16.0, M4_ON_DEMAND, M4_SPOT, rate_per_h)
+
+
+def etl(deadline_h: float | None, tier: Tier = "P2") -> JobRequest:
+    """A one-hour ETL on four m4.xlarge (90 % interval 42 min to 1.5 h)."""
+    shapes = {"m4.xlarge x4": Estimate(H, 0.7 * H, 1.5 * H)}
+    deadline = None if deadline_h is None else deadline_h * H
+    return JobRequest("etl", 0.0, shapes, tier=tier, deadline=deadline)
+
+
+def market(plan: Plan) -> str:
+    return plan.placement.market
+
+
+def test_every_shape_offer_and_market_is_a_candidate() -> None:
+    cat = Catalog(
+        [m4(0.05), m4(0.05, "us-west-2"), Offer("aws", "us-east-1", "c4.xlarge", 4, 7.5, 0.199)]
+    )
+    job = JobRequest(
+        "j", 0.0, {"m4.xlarge x4": Estimate(H, H, H), "c4.xlarge x2": Estimate(H, H, H)}
+    )
+    found = [(c.shape.key, c.offer.region, c.market) for c in candidates(job, cat)]
+    assert found == [
+        ("c4.xlarge x2", "us-east-1", "on-demand"),  # no spot price: on-demand only
+        ("m4.xlarge x4", "us-east-1", "on-demand"),
+        ("m4.xlarge x4", "us-east-1", "spot"),
+        ("m4.xlarge x4", "us-west-2", "on-demand"),
+        ("m4.xlarge x4", "us-west-2", "spot"),
+    ]
+    assert len(rank_plans(job, cat, 0.0)) == 5
+
+
+def test_spot_when_cheap_and_the_deadline_has_slack() -> None:
+    # A volatile pool (0.05 preemptions per node-hour) still loses to nothing with 8 h of slack.
+    plan = plan_job(etl(8), Catalog([m4(0.05)]), 0.0)
+    assert market(plan) == "spot"
+    assert plan.p_deadline == 1.0
+    assert plan.placement.fallback_after == 2
+    assert plan.hourly_usd == pytest.approx(4 * M4_SPOT)
+    on_demand = next(p for p in rank_plans(etl(8), Catalog([m4(0.05)]), 0.0) if market(p) != "spot")
+    assert plan.expected_cost_usd < 0.6 * on_demand.expected_cost_usd
+
+
+def test_on_demand_when_the_deadline_is_tight() -> None:
+    # Same job, same pool: with 1 h 54 min to go a preemption costs the deadline too often.
+    plans = rank_plans(etl(1.9, tier="P1"), Catalog([m4(0.05)]), 0.0)
+    spot = next(p for p in plans if market(p) == "spot")
+    assert market(plans[0]) == "on-demand"
+    assert plans[0].p_deadline >= 0.95 > spot.p_deadline
+    assert spot.expected_cost_usd < plans[0].expected_cost_usd
+
+
+def test_the_tier_target_decides_between_them() -> None:
+    # Between the P2 (0.90) and P1 (0.95) targets: P2 takes the cheap risk, P1 does not.
+    cat = Catalog([m4(0.05)])
+    p2, p1 = plan_job(etl(1.9, "P2"), cat, 0.0), plan_job(etl(1.9, "P1"), cat, 0.0)
+    assert 0.90 <= rank_plans(etl(1.9, "P2"), cat, 0.0)[0].p_deadline < 0.95
+    assert (market(p2), market(p1)) == ("spot", "on-demand")
+
+
+def test_on_demand_when_interruptions_are_frequent() -> None:
+    # Sweep the rate with the sensitivity multiplier: work lost to preemptions (and two
+    # start-ups before the fallback) outweighs the spot discount somewhere along the way.
+    cat = Catalog([m4(0.05)])
+    chosen = {
+        mult: market(plan_job(etl(8), cat, 0.0, PlanSettings(preemption_multiplier=mult)))
+        for mult in (0.0, 1.0, 20.0, 50.0)
+    }
+    assert chosen == {0.0: "spot", 1.0: "spot", 20.0: "on-demand", 50.0: "on-demand"}
+    busy = rank_plans(etl(8), cat, 0.0, PlanSettings(preemption_multiplier=50.0))
+    assert next(p for p in busy if market(p) == "spot").expected_preemptions > 1.9
+
+
+def test_checkpointing_makes_spot_viable_for_a_long_job() -> None:
+    # Ten hours on eight nodes, 20 h deadline: without checkpoints each preemption throws
+    # away hours of work; with a checkpoint every 30 min it loses at most 30 min.
+    shapes = {"m4.xlarge x8": Estimate(10 * H, 7 * H, 14 * H)}
+    cat = Catalog([m4(0.02)])
+    plain = JobRequest("train", 0.0, shapes, deadline=20 * H)
+    saving = JobRequest(
+        "train", 0.0, shapes, deadline=20 * H, checkpoint=Checkpointing(1800, 60, 300)
+    )
+    assert market(plan_job(plain, cat, 0.0)) == "on-demand"
+    chosen = plan_job(saving, cat, 0.0)
+    assert market(chosen) == "spot"
+    assert chosen.expected_preemptions > 1.0
+    assert chosen.p_deadline >= 0.9
+
+
+def test_p_deadline_matches_the_closed_form_without_preemptions() -> None:
+    # On-demand, no checkpoints: finish = start + start-up + duration, a shifted log-normal.
+    settings = PlanSettings(samples=4000, startup_s=300.0)
+    job = etl(1.25)
+    plan = next(
+        p for p in rank_plans(job, Catalog([m4(0.05)]), 600.0, settings) if market(p) != "spot"
+    )
+    expected = p_within(job.shapes["m4.xlarge x4"], 1.25 * H - 600.0 - 300.0)
+    assert abs(plan.p_deadline - expected) < 4 * math.sqrt(expected * (1 - expected) / 4000)
+    # and the cost: nodes × price × (start-up + mean of the log-normal)
+    est = job.shapes["m4.xlarge x4"]
+    mean_s = est.p50_s * math.exp(est.log_sigma**2 / 2)
+    assert plan.expected_cost_usd == pytest.approx(4 * M4_ON_DEMAND * (300 + mean_s) / H, rel=0.02)
+
+
+def test_a_spot_pool_without_interruptions_finishes_like_on_demand() -> None:
+    plans = rank_plans(etl(1.25), Catalog([m4(0.0)]), 0.0)
+    assert [market(p) for p in plans] == ["spot", "on-demand"]
+    assert plans[0].p_deadline == plans[1].p_deadline
+    assert plans[0].expected_cost_usd / plans[1].expected_cost_usd == pytest.approx(
+        M4_SPOT / M4_ON_DEMAND
+    )
+
+
+def test_when_nothing_reaches_the_target_the_likeliest_is_chosen() -> None:
+    plans = rank_plans(etl(1.0, "P0"), Catalog([m4(0.05)]), 0.0)
+    assert plans[0].p_deadline < 0.99
+    assert plans[0].p_deadline == max(p.p_deadline for p in plans)
+    assert market(plans[0]) == "on-demand"
+
+
+def _gpu_job(t4_speedup: float, deadline: float | None = None) -> JobRequest:
+    """Training whose eight-A100 run is ``t4_speedup`` times faster than on eight T4 nodes."""
+    t4 = Estimate(8 * H, 6 * H, 11 * H)
+    a100 = Estimate(t4.p50_s / t4_speedup, t4.low_s / t4_speedup, t4.high_s / t4_speedup)
+    shapes = {"NC4as_T4_v3 x8": t4, "ND96asr_A100_v4 x1": a100}
+    return JobRequest("train-gpu", 0.0, shapes, tier="P1", deadline=deadline)
+
+
+GPUS = Catalog(
+    [
+        Offer(
+            "azure-databricks",
+            "westus2",
+            "ND96asr_A100_v4",
+            96,
+            900.0,
+            A100_X8_USD_H,
+            gpu_type="A100",
+            gpu_count=8,
+        ),
+        Offer(
+            "azure-databricks",
+            "westus2",
+            "NC4as_T4_v3",
+            4,
+            28.0,
+            T4_USD_H,
+            gpu_type="T4",
+            gpu_count=1,
+        ),
+    ]
+)
+
+
+def test_a100_wins_exactly_when_its_speedup_outweighs_its_price() -> None:
+    # Without start-up costs the break-even speed-up is the price ratio, 40.397 / (8 × 0.826).
+    settings = PlanSettings(startup_s=0.0)
+    ratio = A100_X8_USD_H / (8 * T4_USD_H)
+    below = plan_job(_gpu_job(ratio * 0.99), GPUS, 0.0, settings)
+    above = plan_job(_gpu_job(ratio * 1.01), GPUS, 0.0, settings)
+    assert below.placement.shape.instance_type == "NC4as_T4_v3"
+    assert above.placement.shape.instance_type == "ND96asr_A100_v4"
+    # cost per unit of work: the same job costs the price ratio over the speed-up
+    costs = {
+        p.placement.shape.instance_type: p.expected_cost_usd
+        for p in rank_plans(_gpu_job(3.0), GPUS, 0.0, settings)
+    }
+    assert costs["ND96asr_A100_v4"] / costs["NC4as_T4_v3"] == pytest.approx(ratio / 3.0)
+
+
+def test_a_deadline_buys_the_faster_gpu_when_the_cheaper_one_is_too_slow() -> None:
+    # A 3x speed-up is not worth its price, but the T4 fleet cannot make a 6 h deadline.
+    assert plan_job(_gpu_job(3.0), GPUS, 0.0).placement.shape.instance_type == "NC4as_T4_v3"
+    rushed = plan_job(_gpu_job(3.0, deadline=6 * H), GPUS, 0.0)
+    assert rushed.placement.shape.instance_type == "ND96asr_A100_v4"
+    assert rushed.p_deadline >= 0.95
+
+
+def test_the_cheapest_region_wins_and_ties_break_stably() -> None:
+    west = Offer("aws", "us-west-2", "m4.xlarge", 4, 16.0, M4_ON_DEMAND, M4_SPOT - 0.01, 0.0)
+    plans = rank_plans(etl(8), Catalog([m4(0.0), west]), 0.0)
+    assert (plans[0].placement.region, market(plans[0])) == ("us-west-2", "spot")
+    twins = rank_plans(etl(8), Catalog([m4(0.0, "us-west-2"), m4(0.0)]), 0.0)
+    assert [(p.placement.region, market(p)) for p in twins] == [
+        ("us-east-1", "spot"),
+        ("us-west-2", "spot"),
+        ("us-east-1", "on-demand"),
+        ("us-west-2", "on-demand"),
+    ]
+
+
+def test_plans_are_deterministic_for_a_seed() -> None:
+    cat = Catalog([m4(0.05)])
+    jobs = [etl(1.9), JobRequest("other", 0.0, {"m4.xlarge x2": Estimate(H, H / 2, 2 * H)})]
+    assert plan_jobs(jobs, cat, 0.0) == plan_jobs(jobs, cat, 0.0)
+    # a job's draws come from its id, not its position in the file
+    assert plan_jobs(jobs[::-1], cat, 0.0)[::-1] == plan_jobs(jobs, cat, 0.0)
+    other_seed = plan_jobs(jobs, cat, 0.0, PlanSettings(seed=1))
+    assert other_seed[0].p50_s != plan_jobs(jobs, cat, 0.0)[0].p50_s
+
+
+def test_a_job_waits_for_its_dependencies() -> None:
+    # "report" takes ~30 min and is due 1.5 h from now; alone it is safe, after the
+    # one-hour ETL it is not.
+    report = JobRequest(
+        "report",
+        0.0,
+        {"m4.xlarge x4": Estimate(H / 2, H / 3, H)},
+        deadline=1.5 * H,
+        depends_on=("etl",),
+    )
+    cat = Catalog([m4(0.0)])
+    alone = plan_job(report, cat, 0.0)
+    after = plan_jobs(JobSet((etl(None), report)), cat, 0.0)[1]
+    assert alone.p_deadline > 0.99
+    assert after.p_deadline < 0.5
+    assert after.job_id == "report"
+
+
+def test_an_unknown_instance_type_names_the_job() -> None:
+    job = JobRequest("etl-7", 0.0, {"m9.huge x2": Estimate(H, H, H)})
+    with pytest.raises(ScheduleError, match=r"job 'etl-7': unknown instance type 'm9.huge'"):
+        plan_job(job, Catalog([m4(0.0)]), 0.0)
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match="fallback_after"):
+        PlanSettings(fallback_after=0)
+    with pytest.raises(ConfigError, match="samples"):
+        PlanSettings(samples=0)
+
+
+def test_a_preempted_job_resumes_from_its_last_checkpoint() -> None:
+    # 3 h of work, checkpoints every 30 min (60 s to write), preempted 6000 s into the
+    # first attempt: three checkpoints were written, so 1.5 h of work remains, resumed
+    # after a 300 s restore, with three more checkpoint writes.
+    out = simulate_spot(
+        np.array([3 * H]),
+        rate_per_s=1.0,
+        startup_s=120.0,
+        checkpoint=Checkpointing(1800.0, 60.0, 300.0),
+        gaps=np.array([[6000.0], [1e9]]),
+    )
+    assert out.preemptions.tolist() == [1.0]
+    assert out.spot_paid_s.tolist() == [120 + 6000 + 120 + 300 + 5400 + 3 * 60]
+    assert out.on_demand_paid_s.tolist() == [0.0]
+
+
+def test_after_two_preemptions_the_rest_runs_on_demand() -> None:
+    out = simulate_spot(
+        np.array([H]),
+        rate_per_s=1.0,
+        startup_s=100.0,
+        checkpoint=None,
+        gaps=np.array([[600.0], [900.0]]),
+    )
+    assert out.preemptions.tolist() == [2.0]
+    assert out.spot_paid_s.tolist() == [100 + 600 + 100 + 900]
+    assert out.on_demand_paid_s.tolist() == [100 + H]  # the whole hour again: nothing saved
+    assert out.elapsed_s.tolist() == [100 + 600 + 100 + 900 + 100 + H]
