@@ -167,8 +167,16 @@ def _job(item: object, index: int) -> JobRequest:
         else _time(item["deadline"], "deadline", job_id),
         depends_on=tuple(deps),
         checkpoint=_checkpoint(item.get("checkpoint"), job_id),
-        labels={str(k): str(v) for k, v in (item.get("labels") or {}).items()},
+        labels=_labels(item.get("labels"), job_id),
     )
+
+
+def _labels(raw: object, job_id: str) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ScheduleError("'labels' must be an object of strings", job_id)
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 def _shapes(raw: object, job_id: str) -> dict[str, Estimate]:
@@ -179,6 +187,8 @@ def _shapes(raw: object, job_id: str) -> dict[str, Estimate]:
         shape = Shape.parse(key)
         if shape.nodes < 1:
             raise ScheduleError(f"shape {key!r}: needs at least one node", job_id)
+        if shape.key in shapes:
+            raise ScheduleError(f"shape {shape.key!r} appears twice", job_id)
         shapes[shape.key] = _estimate(est, f"shape {key!r}", job_id)
     return shapes
 
@@ -247,9 +257,12 @@ def _check_deadline(job: JobRequest, now: float | None) -> None:
 def _time(raw: object, what: str, job_id: str) -> float:
     if isinstance(raw, str):
         try:
-            return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+            when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
         except ValueError:
             raise ScheduleError(f"{what} {raw!r} is not an RFC 3339 time", job_id) from None
+        if when.tzinfo is None:  # else the machine's time zone would move the deadline
+            raise ScheduleError(f"{what} {raw!r} has no UTC offset (add Z or +HH:MM)", job_id)
+        return when.timestamp()
     return _number(raw, what, job_id)
 
 
