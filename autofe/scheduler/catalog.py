@@ -1,8 +1,9 @@
 """The instance catalog: what each instance type is and costs, per cloud, region and market.
 
 One :class:`Offer` per (cloud, region, instance type): hardware facts, the on-demand and spot
-hourly prices, and the spot interruption rate. Loading and building it from the public price
-snapshots is below; the format is documented in ``docs/scheduler.md``.
+hourly prices, and the spot interruption rate. Loading (the shipped ``data/catalog.csv`` or a
+user's file) is below; ``scripts/build_catalog.py`` builds the shipped file from public price
+snapshots; the format, sources and approximations are documented in ``docs/scheduler.md``.
 """
 
 from __future__ import annotations
