@@ -1,21 +1,22 @@
-"""The planner: which shape, region and market it picks, and why, on real-looking prices.
+"""The planner: which shape, region and market it picks, and why, on the shipped catalog.
 
-Prices are public list prices from ``../shared/data/external/cloud-prices``: AWS on-demand in
-us-east-1 from the 2017-03 ec2instances.info scrape, spot = on-demand × (1 − savings) with the
-AWS Spot Advisor's savings, Azure Databricks "Jobs Compute" premium totals (VM + DBU). The
-interruption rates are stress values chosen per test (the Spot Advisor's classes are per month,
-far below one per node-hour); each test says which behaviour the rate is there to show.
+Offers come from the shipped instance catalog (``load_catalog()``): AWS us-east-1 m4.xlarge
+at $0.215/h on demand (ec2instances.info 2017-03) and $0.0946/h spot (Spot Advisor savings),
+Azure Databricks Jobs Compute GPU nodes. Where a test needs spot risk, it raises the offer's
+interruption rate (the catalog's, from the Spot Advisor's monthly classes, is ~1e-4 per
+node-hour: real spot barely ever loses a one-hour job) and says which behaviour it shows.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from autofe.errors import ConfigError, ScheduleError
-from autofe.scheduler.catalog import Catalog, Offer
+from autofe.scheduler.catalog import Catalog, Offer, load_catalog
 from autofe.scheduler.duration import p_within
 from autofe.scheduler.jobfile import JobSet
 from autofe.scheduler.jobs import Checkpointing, Estimate, JobRequest, Plan, Tier
@@ -29,16 +30,24 @@ from autofe.scheduler.plan import (
 )
 
 H = 3600.0
-# ec2instances.info 2017-03, us-east-1 Linux; Spot Advisor: 56 % savings in us-east-1
-M4_ON_DEMAND = 0.215
-M4_SPOT = round(0.215 * (1 - 0.56), 4)
-# Azure Databricks Jobs Compute premium, West US 2: VM + DBU per hour (no spot price listed)
-A100_X8_USD_H = 40.397  # ND96asr_A100_v4: 8 × A100
-T4_USD_H = 0.826  # NC4as_T4_v3: 1 × T4
+REAL = load_catalog()
+
+
+def _offer(instance_type: str, region: str) -> Offer:
+    return next(o for o in REAL.offers(instance_type) if o.region == region)
+
+
+M4_EAST = _offer("m4.xlarge", "us-east-1")
+A100_X8 = _offer("Standard_ND96asr_A100_v4", "westus2")  # 8 × A100, VM + DBU per hour
+T4 = _offer("Standard_NC4as_T4_v3", "westus2")  # 1 × T4
+
+
+C4_NO_SPOT = replace(_offer("c4.xlarge", "us-east-1"), spot_usd_h=None)  # a market without spot
 
 
 def m4(rate_per_h: float, region: str = "us-east-1") -> Offer:
-    return Offer("aws", region, "m4.xlarge", 4, 16.0, M4_ON_DEMAND, M4_SPOT, rate_per_h)
+    """The real m4.xlarge offer with a chosen interruption rate (and region label)."""
+    return replace(M4_EAST, interruptions_per_h=rate_per_h, region=region)
 
 
 def etl(deadline_h: float | None, tier: Tier = "P2") -> JobRequest:
@@ -54,7 +63,11 @@ def market(plan: Plan) -> str:
 
 def test_every_shape_offer_and_market_is_a_candidate() -> None:
     cat = Catalog(
-        [m4(0.05), m4(0.05, "us-west-2"), Offer("aws", "us-east-1", "c4.xlarge", 4, 7.5, 0.199)]
+        [
+            m4(0.05),
+            m4(0.05, "us-west-2"),
+            replace(_offer("c4.xlarge", "us-east-1"), spot_usd_h=None),
+        ]
     )
     job = JobRequest(
         "j", 0.0, {"m4.xlarge x4": Estimate(H, H, H), "c4.xlarge x2": Estimate(H, H, H)}
@@ -70,13 +83,25 @@ def test_every_shape_offer_and_market_is_a_candidate() -> None:
     assert len(rank_plans(job, cat, 0.0)) == 5
 
 
+def test_on_the_real_catalog_the_cheapest_spot_region_wins() -> None:
+    # Spot Advisor rates are ~1e-4 per node-hour: even a P1 deadline 1.9 h away is safe on
+    # spot, so the planner takes the region selling m4.xlarge spot cheapest.
+    plan = plan_job(etl(1.9, "P1"), REAL, 0.0)
+    cheapest = REAL.cheapest_offer("m4.xlarge", "spot")
+    assert cheapest is not None
+    assert (plan.placement.region, market(plan)) == (cheapest.region, "spot")
+    assert plan.p_deadline >= 0.95
+    assert plan.expected_preemptions < 0.01
+    assert len(rank_plans(etl(1.9), REAL, 0.0)) == 2 * len(REAL.offers("m4.xlarge"))
+
+
 def test_spot_when_cheap_and_the_deadline_has_slack() -> None:
     # A volatile pool (0.05 preemptions per node-hour) still loses to nothing with 8 h of slack.
     plan = plan_job(etl(8), Catalog([m4(0.05)]), 0.0)
     assert market(plan) == "spot"
     assert plan.p_deadline == 1.0
     assert plan.placement.fallback_after == 2
-    assert plan.hourly_usd == pytest.approx(4 * M4_SPOT)
+    assert plan.hourly_usd == pytest.approx(4 * (M4_EAST.spot_usd_h or 0.0))
     on_demand = next(p for p in rank_plans(etl(8), Catalog([m4(0.05)]), 0.0) if market(p) != "spot")
     assert plan.expected_cost_usd < 0.6 * on_demand.expected_cost_usd
 
@@ -139,7 +164,9 @@ def test_p_deadline_matches_the_closed_form_without_preemptions() -> None:
     # and the cost: nodes × price × (start-up + mean of the log-normal)
     est = job.shapes["m4.xlarge x4"]
     mean_s = est.p50_s * math.exp(est.log_sigma**2 / 2)
-    assert plan.expected_cost_usd == pytest.approx(4 * M4_ON_DEMAND * (300 + mean_s) / H, rel=0.02)
+    assert plan.expected_cost_usd == pytest.approx(
+        4 * M4_EAST.on_demand_usd_h * (300 + mean_s) / H, rel=0.02
+    )
 
 
 def test_a_spot_pool_without_interruptions_finishes_like_on_demand() -> None:
@@ -147,7 +174,7 @@ def test_a_spot_pool_without_interruptions_finishes_like_on_demand() -> None:
     assert [market(p) for p in plans] == ["spot", "on-demand"]
     assert plans[0].p_deadline == plans[1].p_deadline
     assert plans[0].expected_cost_usd / plans[1].expected_cost_usd == pytest.approx(
-        M4_SPOT / M4_ON_DEMAND
+        (M4_EAST.spot_usd_h or 0.0) / M4_EAST.on_demand_usd_h
     )
 
 
@@ -162,62 +189,39 @@ def _gpu_job(t4_speedup: float, deadline: float | None = None) -> JobRequest:
     """Training whose eight-A100 run is ``t4_speedup`` times faster than on eight T4 nodes."""
     t4 = Estimate(8 * H, 6 * H, 11 * H)
     a100 = Estimate(t4.p50_s / t4_speedup, t4.low_s / t4_speedup, t4.high_s / t4_speedup)
-    shapes = {"NC4as_T4_v3 x8": t4, "ND96asr_A100_v4 x1": a100}
+    shapes = {f"{T4.instance_type} x8": t4, f"{A100_X8.instance_type} x1": a100}
     return JobRequest("train-gpu", 0.0, shapes, tier="P1", deadline=deadline)
 
 
-GPUS = Catalog(
-    [
-        Offer(
-            "azure-databricks",
-            "westus2",
-            "ND96asr_A100_v4",
-            96,
-            900.0,
-            A100_X8_USD_H,
-            gpu_type="A100",
-            gpu_count=8,
-        ),
-        Offer(
-            "azure-databricks",
-            "westus2",
-            "NC4as_T4_v3",
-            4,
-            28.0,
-            T4_USD_H,
-            gpu_type="T4",
-            gpu_count=1,
-        ),
-    ]
-)
+GPUS = Catalog([A100_X8, T4])
 
 
 def test_a100_wins_exactly_when_its_speedup_outweighs_its_price() -> None:
     # Without start-up costs the break-even speed-up is the price ratio, 40.397 / (8 × 0.826).
     settings = PlanSettings(startup_s=0.0)
-    ratio = A100_X8_USD_H / (8 * T4_USD_H)
+    ratio = A100_X8.on_demand_usd_h / (8 * T4.on_demand_usd_h)
     below = plan_job(_gpu_job(ratio * 0.99), GPUS, 0.0, settings)
     above = plan_job(_gpu_job(ratio * 1.01), GPUS, 0.0, settings)
-    assert below.placement.shape.instance_type == "NC4as_T4_v3"
-    assert above.placement.shape.instance_type == "ND96asr_A100_v4"
+    assert below.placement.shape.instance_type == T4.instance_type
+    assert above.placement.shape.instance_type == A100_X8.instance_type
     # cost per unit of work: the same job costs the price ratio over the speed-up
     costs = {
         p.placement.shape.instance_type: p.expected_cost_usd
         for p in rank_plans(_gpu_job(3.0), GPUS, 0.0, settings)
     }
-    assert costs["ND96asr_A100_v4"] / costs["NC4as_T4_v3"] == pytest.approx(ratio / 3.0)
+    assert costs[A100_X8.instance_type] / costs[T4.instance_type] == pytest.approx(ratio / 3.0)
 
 
 def test_a_deadline_buys_the_faster_gpu_when_the_cheaper_one_is_too_slow() -> None:
     # A 3x speed-up is not worth its price, but the T4 fleet cannot make a 6 h deadline.
-    assert plan_job(_gpu_job(3.0), GPUS, 0.0).placement.shape.instance_type == "NC4as_T4_v3"
+    assert plan_job(_gpu_job(3.0), GPUS, 0.0).placement.shape.instance_type == T4.instance_type
     rushed = plan_job(_gpu_job(3.0, deadline=6 * H), GPUS, 0.0)
-    assert rushed.placement.shape.instance_type == "ND96asr_A100_v4"
+    assert rushed.placement.shape.instance_type == A100_X8.instance_type
     assert rushed.p_deadline >= 0.95
 
 
 def test_the_cheapest_region_wins_and_ties_break_stably() -> None:
-    west = Offer("aws", "us-west-2", "m4.xlarge", 4, 16.0, M4_ON_DEMAND, M4_SPOT - 0.01, 0.0)
+    west = replace(m4(0.0, "us-west-2"), spot_usd_h=(M4_EAST.spot_usd_h or 0.0) - 0.01)
     plans = rank_plans(etl(8), Catalog([m4(0.0), west]), 0.0)
     assert (plans[0].placement.region, market(plans[0])) == ("us-west-2", "spot")
     twins = rank_plans(etl(8), Catalog([m4(0.0, "us-west-2"), m4(0.0)]), 0.0)
