@@ -145,3 +145,48 @@ def suite(
     with err.status("running the evaluation suite…"):
         result = run_suite(out_dir, feature_sets(names, generated), generated_dir=generated_dir)
     out.print(results_markdown(result), highlight=False, markup=False)
+
+
+@eval_app.command("trace")
+@user_errors
+def trace(
+    source: Annotated[str, typer.Option("--source", help="lab, c3o, scout or cherrypick.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Trace file to write (jobs JSON).")],
+    db: Annotated[
+        Path | None,
+        typer.Option("--db", help="The source already ingested (default: ingest it afresh)."),
+    ] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option("--workspace", help="lab: the workspace to ingest (default: the example)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds arrivals, tiers, accounts.")] = 0,
+    slack: Annotated[
+        float, typer.Option("--slack", help="Deadline: slack × (fastest true + start-up).")
+    ] = 1.5,
+    min_jobs: Annotated[int, typer.Option("--min-jobs", help="Replay points up to this.")] = 300,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """A simulation trace from real runtimes: every shape's true runtime and the model's
+    out-of-fold interval, replayed as a seeded stream of jobs (docs/scheduler.md, Traces)."""
+    from autofe.evals.traces import TraceSettings, trace_for
+    from autofe.scheduler.catalog import load_catalog
+    from autofe.scheduler.jobfile import write_jobs
+
+    settings = TraceSettings(seed=seed, slack=slack, min_jobs=min_jobs)
+    with err.status(f"building the {source} trace…"):
+        jobs = trace_for(source, load_catalog(), settings, db=db, workspace=workspace)
+    write_jobs(out_file, jobs.jobs, jobs.budgets, jobs.source)
+    tiers = {t: sum(j.tier == t for j in jobs.jobs) for t in ("P0", "P1", "P2", "P3")}
+    summary = {
+        "trace": str(out_file),
+        "source": jobs.source,
+        "jobs": len(jobs.jobs),
+        "tiers": tiers,
+        "budgets_usd": {b.name: b.usd for b in jobs.budgets},
+    }
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    out.print(f"wrote {out_file}: {len(jobs.jobs)} jobs ({jobs.source})", highlight=False)
+    out.print(f"tiers {tiers}; budgets {summary['budgets_usd']} USD", highlight=False)

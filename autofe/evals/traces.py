@@ -1,0 +1,364 @@
+"""Simulation traces from real runtimes: the scheduler's jobs, with the truth attached.
+
+A *point* is one job with one input, measured on several shapes (instance type × node count):
+a lab sweep point, or a third-party job run under many configurations. Each shape carries the
+runtime it really had (``true_s``, the mean of its repeated runs) beside the model's
+out-of-fold prediction (``p50_s`` and the 90 % conformal interval), exactly the predictions
+issue #6 judged configuration choice on (:mod:`autofe.evals.choice`, :mod:`autofe.evals.sweeps`).
+Both intervals are split-conformal on absolute log errors, so they are symmetric in log:
+``low_s = p50_s² / high_s`` is the lower bound the same calibration gives, not an assumption.
+
+A trace replays the points as a stream of job requests (:func:`build_trace`):
+
+- every point is replayed ``ceil(min_jobs / points)`` times in a seeded shuffled order (same
+  truth, different arrival times), so a dataset of a few points still makes hundreds of jobs;
+- arrivals are Poisson with rate ``concurrency / mean(fastest true runtime + start-up)``: on
+  average ``concurrency`` jobs' worth of work overlap, whatever the dataset's runtime scale;
+- tiers and accounts are drawn from seeded mixes (:class:`TraceSettings`);
+- deadline = ready + ``slack`` × (fastest true runtime among the point's shapes + start-up),
+  where ready is the submit time or, in a chain, the earliest its predecessor can finish: the
+  fastest shape started at once always makes it;
+- some chains of consecutive arrivals depend on each other (one account's pipeline, one tier);
+- a share of jobs checkpoints every tenth of its fastest predicted median (at least 60 s),
+  a write costs 5 % of the interval and a restore two writes;
+- each account's budget is ``budget_share`` of what its jobs cost on the middle-priced of their
+  shapes on demand (true runtime plus start-up, cheapest region), for one period spanning the
+  whole trace: static on-demand provisioning overruns it, cheaper choices fit.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from autofe.config import IngestSettings, example_workspace
+from autofe.errors import ConfigError
+from autofe.evals.choice import LEVEL, choice_options
+from autofe.evals.cost import DEADLINE_FACTOR, Option
+from autofe.evals.manual import manual_features
+from autofe.evals.protocols import (
+    CLUSTER_COLUMNS,
+    K,
+    grouped_folds,
+    interval_highs,
+    labelled_groups,
+    out_of_fold,
+    raw_values,
+)
+from autofe.evals.report import COST_FOLDS, COST_MIN_TRAIN
+from autofe.evals.sweeps import sweep_options
+from autofe.modeling.dataset import build_dataset
+from autofe.modeling.evaluate import cross_validate
+from autofe.pipelines.ingest import ingest
+from autofe.pipelines.train import feature_matrix
+from autofe.scheduler.catalog import Catalog
+from autofe.scheduler.jobfile import Budget, JobSet
+from autofe.scheduler.jobs import Checkpointing, Estimate, JobRequest, Shape, Tier
+from autofe.warehouse.connect import open_warehouse
+
+MAPPINGS = Path(__file__).resolve().parents[2] / "examples" / "mappings"
+SOURCES = {"lab": "", "c3o": "c3o", "scout": "scout-multinode", "cherrypick": "cherrypick"}
+"""Trace sources and the mapping each third-party one is ingested with."""
+MODEL_SEED = 0
+"""The models' seed, #6's: a trace's own seed moves arrivals, never the predictions."""
+BY_PARAMETERS = frozenset({"c3o"})
+"""Datasets whose run parameters are the job's inputs alone (a point is job × parameters);
+Scout's and CherryPick's parameters name the repetition or the configuration, so there a
+point is the job."""
+
+
+@dataclass(frozen=True)
+class TraceSettings:
+    """How points become a job stream; every random choice is drawn from ``seed``."""
+
+    seed: int = 0
+    slack: float = DEADLINE_FACTOR
+    startup_s: float = 180.0
+    min_jobs: int = 300
+    concurrency: float = 4.0
+    tiers: tuple[tuple[Tier, float], ...] = (("P0", 0.1), ("P1", 0.2), ("P2", 0.4), ("P3", 0.3))
+    accounts: tuple[tuple[str, float], ...] = (("team-a", 0.5), ("team-b", 0.3), ("team-c", 0.2))
+    checkpoint_share: float = 0.3
+    chain_share: float = 0.1
+    chain_length: int = 3
+    budget_share: float = 0.8
+
+
+@dataclass(frozen=True)
+class Point:
+    """One job × input measured on several shapes (``Shape.key`` → truth and prediction)."""
+
+    name: str
+    shapes: Mapping[str, Estimate]
+
+    @property
+    def fastest_s(self) -> float:
+        """The fastest true runtime among the shapes.
+
+        >>> Point("p", {"a x1": Estimate(9, 8, 10, 7.0), "b x2": Estimate(5, 4, 6, 6.0)}).fastest_s
+        6.0
+        """
+        return min(float(e.true_s or math.inf) for e in self.shapes.values())
+
+
+def estimate(option: Option) -> Estimate:
+    """An option's truth and prediction; the lower bound mirrors the upper one in log.
+
+    >>> estimate(Option("p", "c", 1.0, 90.0, 100.0, 200.0))
+    Estimate(p50_s=100.0, low_s=50.0, high_s=200.0, true_s=90.0)
+    """
+    high = max(option.p90_high_s, option.p50_s)
+    return Estimate(option.p50_s, option.p50_s**2 / high, high, option.actual_s)
+
+
+def points_from_options(options: Iterable[Option], shape_of: Mapping[str, Shape]) -> list[Point]:
+    """Points with at least two shapes (a configuration to choose), by point name.
+
+    Configurations that share a shape (the lab's Spark-settings variants of one node type)
+    become that shape's estimate of the one the model predicts fastest: what a user who can
+    only name hardware would pick, with that configuration's own truth.
+    """
+    cells: dict[str, dict[str, Option]] = {}
+    for o in options:
+        key = shape_of[o.config].key
+        kept = cells.setdefault(o.point, {}).get(key)
+        if kept is None or (o.p50_s, o.config) < (kept.p50_s, kept.config):
+            cells[o.point][key] = o
+    return [
+        Point(name, {key: estimate(o) for key, o in sorted(by_shape.items())})
+        for name, by_shape in sorted(cells.items())
+        if len(by_shape) >= 2
+    ]
+
+
+def config_shapes(db: Path) -> dict[str, Shape]:
+    """Each cluster configuration's shape: its node type × workers (a single node counts one)."""
+    with open_warehouse(db, read_only=True) as con:
+        rows = con.execute(
+            "SELECT config_id, node_type, num_workers FROM cluster_configs "
+            "WHERE node_type IS NOT NULL"
+        ).fetchall()
+    return {str(c): Shape(str(t), max(1, int(n or 0))) for c, t, n in rows}
+
+
+def lab_points(db: Path, seed: int = 0) -> list[Point]:
+    """The lab's sweep points with the manual features' out-of-time predictions (as #6's cost
+    impact: expanding-window folds, each block predicted by a model of the runs before it)."""
+    data = feature_matrix(db, manual_features())
+    evaluation = cross_validate(data, COST_FOLDS, COST_MIN_TRAIN, seed)
+    return points_from_options(sweep_options(db, evaluation), config_shapes(db))
+
+
+def third_party_points(db: Path, dataset: str, seed: int = 0) -> list[Point]:
+    """A third-party dataset's points with #6's configuration-choice predictions: LightGBM on
+    the raw columns and node-type facts, grouped 5-fold by configuration (the model never saw
+    the configuration it prices), 90 % split-conformal bound."""
+    runs, groups = labelled_groups(db)
+    data = build_dataset(runs, raw_values(db, CLUSTER_COLUMNS))
+    folds = grouped_folds(groups.config, K, seed)
+    p50 = out_of_fold(data, folds, seed)
+    high = interval_highs(data, folds, groups.config, LEVEL, seed)
+    if dataset in BY_PARAMETERS:  # groups.point is job|parameters|config
+        points = [p.rsplit("|", 1)[0] for p in groups.point]
+        runs = [(r[0], p, r[2], r[3]) for r, p in zip(runs, points, strict=True)]
+    return points_from_options(choice_options(db, runs, groups, p50, high), config_shapes(db))
+
+
+def build_trace(
+    points: Sequence[Point], catalog: Catalog, settings: TraceSettings, source: str
+) -> JobSet:
+    """Replay ``points`` as a seeded job stream with deadlines, chains and budgets.
+
+    Raises:
+        ConfigError: no points, a shape whose instance type the catalog lacks, or a slack
+            below 1 (a deadline the fastest shape could miss).
+    """
+    _check(points, catalog, settings)
+    rng = random.Random(settings.seed)
+    replays = math.ceil(settings.min_jobs / len(points))
+    order = [p for _ in range(replays) for p in points]
+    rng.shuffle(order)
+    submits = _arrivals(order, settings, rng)
+    jobs = [_job(i, p, submits[i], settings, rng) for i, p in enumerate(order)]
+    jobs = _with_deadlines(_chained(jobs, settings, rng), order, settings)
+    budgets = _budgets(jobs, catalog, settings)
+    note = (
+        f"{source}: {len(points)} points x {replays} replays, seed {settings.seed}, "
+        f"slack {settings.slack}, start-up {settings.startup_s:.0f} s"
+    )
+    return JobSet(tuple(jobs), budgets, note)
+
+
+def _check(points: Sequence[Point], catalog: Catalog, settings: TraceSettings) -> None:
+    if not points:
+        raise ConfigError("no point ran on two shapes with a prediction: nothing to replay")
+    if settings.slack < 1.0:
+        raise ConfigError(f"deadline slack must be at least 1, not {settings.slack}")
+    types = {Shape.parse(k).instance_type for p in points for k in p.shapes}
+    missing = sorted(t for t in types if t not in catalog)
+    if missing:
+        raise ConfigError(f"instance types not in the instance catalog: {', '.join(missing)}")
+
+
+def _arrivals(order: Sequence[Point], settings: TraceSettings, rng: random.Random) -> list[float]:
+    """Poisson arrival times (seconds from 0) at the documented rate."""
+    mean_work = float(np.mean([p.fastest_s + settings.startup_s for p in order]))
+    rate = settings.concurrency / mean_work
+    times, now = [], 0.0
+    for _ in order:
+        times.append(round(now, 3))
+        now += rng.expovariate(rate)
+    return times
+
+
+def _job(
+    index: int, point: Point, submit: float, settings: TraceSettings, rng: random.Random
+) -> JobRequest:
+    tier = rng.choices([t for t, _ in settings.tiers], [w for _, w in settings.tiers])[0]
+    names, weights = zip(*settings.accounts, strict=True)
+    account = rng.choices(names, weights)[0]
+    checkpoint = _checkpointing(point) if rng.random() < settings.checkpoint_share else None
+    return JobRequest(
+        job_id=f"j{index:04d}",
+        submit=submit,
+        shapes=point.shapes,
+        tier=tier,
+        account=account,
+        checkpoint=checkpoint,
+        labels={"point": point.name},
+    )
+
+
+def _checkpointing(point: Point) -> Checkpointing:
+    """A tenth of the fastest predicted median (at least a minute) between checkpoints.
+
+    >>> _checkpointing(Point("p", {"a x1": Estimate(1200, 900, 1600, 1000.0)}))
+    Checkpointing(interval_s=120.0, write_s=6.0, restore_s=12.0)
+    """
+    interval = max(60.0, round(min(e.p50_s for e in point.shapes.values()) / 10.0, 1))
+    write = round(0.05 * interval, 1)
+    return Checkpointing(interval, write, 2.0 * write)
+
+
+def _chained(
+    jobs: list[JobRequest], settings: TraceSettings, rng: random.Random
+) -> list[JobRequest]:
+    """Chains of ``chain_length`` consecutive arrivals: each depends on the one before, with
+    the head's account and tier (one team's pipeline)."""
+    n = settings.chain_length
+    count = round(settings.chain_share * len(jobs) / n) if n >= 2 else 0
+    starts = sorted(rng.sample(range(len(jobs) // n), min(count, len(jobs) // n)))
+    for head in (s * n for s in starts):
+        for k in range(head + 1, head + n):
+            jobs[k] = replace(
+                jobs[k],
+                depends_on=(jobs[k - 1].job_id,),
+                account=jobs[head].account,
+                tier=jobs[head].tier,
+            )
+    return jobs
+
+
+def _with_deadlines(
+    jobs: list[JobRequest], order: Sequence[Point], settings: TraceSettings
+) -> list[JobRequest]:
+    """Deadline = ready + slack × (fastest + start-up); ready waits for the predecessor's
+    earliest possible finish (its fastest shape started on arrival)."""
+    earliest: dict[str, float] = {}
+    out = []
+    for job, point in zip(jobs, order, strict=True):
+        ready = max([job.submit, *(earliest[d] for d in job.depends_on)])
+        need = point.fastest_s + settings.startup_s
+        earliest[job.job_id] = ready + need
+        out.append(replace(job, deadline=round(ready + settings.slack * need, 3)))
+    return out
+
+
+def static_cost(job: JobRequest, catalog: Catalog, startup_s: float) -> float:
+    """What ``job`` costs on the middle-priced of its shapes, on demand, in the cheapest
+    region, for its true runtime plus start-up (the budget's yardstick)."""
+    hourly = {k: _on_demand(Shape.parse(k), catalog) for k in job.shapes}
+    ordered = sorted(hourly, key=lambda k: (hourly[k], k))
+    mid = ordered[len(ordered) // 2]
+    seconds = float(job.shapes[mid].true_s or job.shapes[mid].p50_s) + startup_s
+    return hourly[mid] * seconds / 3600.0
+
+
+def _on_demand(shape: Shape, catalog: Catalog) -> float:
+    price = min(o.on_demand_usd_h for o in catalog.offers(shape.instance_type))
+    return price * shape.nodes
+
+
+def _budgets(
+    jobs: Sequence[JobRequest], catalog: Catalog, settings: TraceSettings
+) -> tuple[Budget, ...]:
+    spend: dict[str, float] = {}
+    for job in jobs:
+        spend[job.account] = spend.get(job.account, 0.0) + static_cost(
+            job, catalog, settings.startup_s
+        )
+    span = math.ceil(max(float(j.deadline or j.submit) for j in jobs) / 3600.0) * 3600.0
+    return tuple(
+        Budget(name, round(settings.budget_share * usd, 4), span)
+        for name, usd in sorted(spend.items())
+    )
+
+
+def noisy_oracle(jobs: JobSet, sigma: float, seed: int = 0) -> JobSet:
+    """The trace with every prediction replaced by a noisy oracle's: the median is the truth
+    times ``exp(sigma · z)``, the interval that noise's own 90 % interval (calibrated).
+    ``sigma`` 0 is perfect knowledge; the truth is kept."""
+    rng = np.random.default_rng(seed)
+    z95 = 1.6448536269514722
+    out = []
+    for job in jobs.jobs:
+        shapes = {}
+        for key, est in job.shapes.items():
+            true = float(est.true_s or est.p50_s)
+            p50 = true * math.exp(sigma * float(rng.standard_normal()))
+            spread = math.exp(z95 * sigma)
+            shapes[key] = Estimate(p50, p50 / spread, p50 * spread, est.true_s)
+        out.append(replace(job, shapes=shapes))
+    return JobSet(tuple(out), jobs.budgets, f"{jobs.source}; noisy oracle sigma {sigma}")
+
+
+def trace_for(
+    source: str,
+    catalog: Catalog,
+    settings: TraceSettings,
+    db: Path | None = None,
+    workspace: Path | None = None,
+) -> JobSet:
+    """The trace of a named source, from ``db`` or by ingesting the source into a scratch
+    warehouse (the lab: ``workspace``, default the shipped example; others: their mapping).
+
+    Raises:
+        ConfigError: an unknown source, or ``workspace`` given for a third-party source.
+    """
+    if source not in SOURCES:
+        raise ConfigError(f"unknown trace source {source!r}; known: {', '.join(SOURCES)}")
+    if workspace is not None and source != "lab":
+        raise ConfigError("--workspace is for the lab source; third-party data uses its mapping")
+    if db is not None:
+        return build_trace(_points(source, db), catalog, settings, source)
+    with tempfile.TemporaryDirectory(prefix="autofe-trace-") as tmp:
+        scratch = Path(tmp) / "warehouse.duckdb"
+        inputs = [workspace or example_workspace()] if source == "lab" else [_mapping(source)]
+        ingest(inputs, IngestSettings(db=scratch, workers=1))
+        return build_trace(_points(source, scratch), catalog, settings, source)
+
+
+def _mapping(source: str) -> Path:
+    return MAPPINGS / f"{SOURCES[source]}.toml"
+
+
+def _points(source: str, db: Path) -> list[Point]:
+    if source == "lab":
+        return lab_points(db, MODEL_SEED)
+    return third_party_points(db, SOURCES[source], MODEL_SEED)
