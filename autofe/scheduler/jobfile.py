@@ -20,7 +20,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any
@@ -248,10 +248,29 @@ def _check_deadline(job: JobRequest, now: float | None) -> None:
         return
     if job.deadline <= job.submit:
         raise ScheduleError(
-            f"deadline {job.deadline} is not after its submit time {job.submit}", job.job_id
+            f"deadline {when(job.deadline)} is not after its submit time {when(job.submit)}",
+            job.job_id,
         )
     if now is not None and job.deadline <= now:
-        raise ScheduleError(f"deadline {job.deadline} is in the past (now {now:.0f})", job.job_id)
+        raise ScheduleError(
+            f"deadline {when(job.deadline)} is in the past (now {when(now, 0)})", job.job_id
+        )
+
+
+def when(t: float, digits: int = 1) -> str:
+    """A time for a message: RFC 3339 for Unix times (after 2001), else clock seconds.
+
+    Traces count seconds from 0, live requests carry Unix times; users wrote the latter as
+    RFC 3339, so they read them back that way.
+
+    >>> when(1796088600.0), when(500.0), when(1000.0, 0)
+    ('2026-12-01T01:30:00Z', '500.0', '1000')
+    """
+    if t >= 1e9:
+        return (
+            datetime.fromtimestamp(t, UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        )
+    return f"{t:.{digits}f}"
 
 
 def _time(raw: object, what: str, job_id: str) -> float:
