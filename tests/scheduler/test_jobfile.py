@@ -190,6 +190,17 @@ def test_each_bad_job_is_named(case: str) -> None:
         parse_jobs(_bad(edit), CATALOG, now=1000.0)
 
 
+def test_unix_times_read_back_as_rfc3339_in_messages() -> None:
+    doc = _bad(
+        lambda d: _job(d).update(submit="2026-12-01T01:00:00Z", deadline="2026-12-01T01:30:00Z")
+    )
+    with pytest.raises(ScheduleError) as caught:
+        parse_jobs(doc, now=1796090400.25)
+    assert str(caught.value) == (
+        "job 'etl-1': deadline 2026-12-01T01:30:00Z is in the past (now 2026-12-01T02:00:00Z)"
+    )
+
+
 def test_the_error_carries_the_job_id() -> None:
     with pytest.raises(ScheduleError) as caught:
         parse_jobs(_bad(lambda d: _job(d, 1).update(tier="urgent")), CATALOG)
