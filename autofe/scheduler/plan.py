@@ -150,26 +150,78 @@ def plan_jobs(
     now: float,
     settings: PlanSettings | None = None,
 ) -> list[Plan]:
-    """Plans for a set of jobs, in their order; deterministic for ``settings.seed``.
+    """Plans for a set of jobs, in their order; deterministic for ``settings.seed``."""
+    return [ranked[0] for ranked in rank_jobs(jobs, catalog, now, settings)]
+
+
+def rank_jobs(
+    jobs: JobSet | Sequence[JobRequest],
+    catalog: Catalog,
+    now: float,
+    settings: PlanSettings | None = None,
+) -> list[list[Plan]]:
+    """Every job's priced candidates, best first, in the jobs' order.
 
     A job starts when its dependencies finish: its start, sample by sample, is the latest of
     ``now``, its submit time and its dependencies' simulated finishes under their chosen plans,
     so P(deadline) counts the wait for upstream jobs.
+
+    Raises:
+        ScheduleError: an unknown dependency or instance type, or a cycle (names the job).
     """
     settings = settings or PlanSettings()
     listed = jobs.jobs if isinstance(jobs, JobSet) else tuple(jobs)
     check_dependencies(listed)
     by_id = {job.job_id: job for job in listed}
     finish: dict[str, FloatArray] = {}
-    plans: dict[str, Plan] = {}
-    order = TopologicalSorter({job.job_id: job.depends_on for job in listed}).static_order()
-    for job_id in order:
+    ranked: dict[str, list[Plan]] = {}
+    for job_id in TopologicalSorter({j.job_id: j.depends_on for j in listed}).static_order():
         job = by_id[job_id]
         start = np.full(settings.samples, max(now, job.submit))
         for dep in job.depends_on:
             start = np.maximum(start, finish[dep])
-        plans[job_id], finish[job_id] = _ranked(job, catalog, start, settings)[0]
-    return [plans[job.job_id] for job in listed]
+        priced = _ranked(job, catalog, start, settings)
+        ranked[job_id], finish[job_id] = [plan for plan, _ in priced], priced[0][1]
+    return [ranked[job.job_id] for job in listed]
+
+
+def plan_records(
+    jobs: JobSet, catalog: Catalog, now: float, settings: PlanSettings
+) -> list[dict[str, object]]:
+    """One JSON object per job: its chosen plan, and every other candidate best first under
+    ``"alternatives"`` (what ``schedule plan --json`` prints and a recommend API returns)."""
+    records = []
+    for job, plans in zip(jobs.jobs, rank_jobs(jobs, catalog, now, settings), strict=True):
+        record = plan_record(plans[0], job, settings)
+        record["alternatives"] = [plan_record(p, job, settings) for p in plans[1:]]
+        records.append(record)
+    return records
+
+
+def plan_record(plan: Plan, job: JobRequest, settings: PlanSettings) -> dict[str, object]:
+    """A plan as a JSON object: what ``schedule plan --json`` and the API print."""
+    placement = plan.placement
+    target = settings.target(job.tier)
+    return {
+        "job_id": plan.job_id,
+        "tier": job.tier,
+        "shape": placement.shape.key,
+        "instance_type": placement.shape.instance_type,
+        "nodes": placement.shape.nodes,
+        "cloud": placement.cloud,
+        "region": placement.region,
+        "market": placement.market,
+        "fallback_after": placement.fallback_after,
+        "hourly_usd": round(plan.hourly_usd, 6),
+        "expected_cost_usd": round(plan.expected_cost_usd, 6),
+        "deadline": job.deadline,
+        "p_deadline": plan.p_deadline,
+        "target": target,
+        "meets_target": plan.p_deadline >= target,
+        "p50_s": round(plan.p50_s, 1),
+        "high_s": round(plan.high_s, 1),
+        "expected_preemptions": round(plan.expected_preemptions, 4),
+    }
 
 
 def candidates(job: JobRequest, catalog: Catalog) -> list[Candidate]:
