@@ -2,9 +2,107 @@
 
 from __future__ import annotations
 
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from autofe.console import user_errors
+from autofe.errors import ConfigError
 
 schedule_app = typer.Typer(
     help="Choose configurations under deadlines and budgets; simulate scheduling policies.",
     no_args_is_help=True,
 )
+
+
+@schedule_app.command("plan")
+@user_errors
+def plan(
+    jobs: Annotated[Path, typer.Option("--jobs", help="Jobs file (autofe-jobs/1 JSON).")],
+    catalog: Annotated[
+        Path | None, typer.Option("--catalog", help="Instance catalog CSV (default: shipped).")
+    ] = None,
+    now: Annotated[
+        str | None,
+        typer.Option("--now", help="Planning time: Unix seconds or RFC 3339 (default: now)."),
+    ] = None,
+    samples: Annotated[int, typer.Option("--samples", help="Monte Carlo samples per job.")] = 400,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (plans are reproducible).")] = 0,
+    preemption_multiplier: Annotated[
+        float,
+        typer.Option("--preemption-multiplier", help="Scale every spot interruption rate."),
+    ] = 1.0,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, one per job.")] = False,
+) -> None:
+    """The cheapest configuration per job that meets its deadline at its tier's target."""
+    from autofe.scheduler.catalog import load_catalog
+    from autofe.scheduler.jobfile import read_jobs
+    from autofe.scheduler.plan import PlanSettings, plan_records
+
+    at = planning_time(now)
+    offers = load_catalog(catalog)
+    settings = PlanSettings(samples=samples, seed=seed, preemption_multiplier=preemption_multiplier)
+    records = plan_records(read_jobs(jobs, offers, now=at), offers, at, settings)
+    if as_json:
+        print(json.dumps(records, indent=2))
+        return
+    for line in plan_lines(records, at):
+        typer.echo(line)
+
+
+def planning_time(text: str | None) -> float:
+    """``--now`` as Unix seconds: a number, an RFC 3339 time with offset, or the clock.
+
+    >>> planning_time("0"), planning_time("1970-01-01T01:00:00Z")
+    (0.0, 3600.0)
+    """
+    if text is None:
+        return time.time()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"--now {text!r}: not Unix seconds or an RFC 3339 time") from None
+    if when.tzinfo is None:
+        raise ConfigError(f"--now {text!r}: add a UTC offset (Z or +HH:MM)")
+    return when.timestamp()
+
+
+def plan_lines(records: list[dict[str, Any]], now: float) -> list[str]:
+    """The text table: one line per job, then the total expected cost."""
+    head = (
+        f"{'job':22} {'tier':4} {'shape':28} {'cloud/region':28} {'market':9} "
+        f"{'exp. $':>9} {'P(dl)':>6} {'target':>6} {'p50':>7} {'high':>7}"
+    )
+    lines = [head]
+    for r in records:
+        where = f"{r['cloud']}/{r['region']}"
+        p = "-" if r["deadline"] is None else f"{r['p_deadline']:.3f}"
+        miss = "" if r["meets_target"] else "  below target"
+        lines.append(
+            f"{r['job_id']:22} {r['tier']:4} {r['shape']:28} {where:28} {r['market']:9} "
+            f"{r['expected_cost_usd']:9.2f} {p:>6} {r['target']:6.2f} "
+            f"{clock(r['p50_s']):>7} {clock(r['high_s']):>7}{miss}"
+        )
+    total = sum(float(r["expected_cost_usd"]) for r in records)
+    when = datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z")
+    lines.append(f"{len(records)} jobs, expected cost ${total:.2f}, planned at {when}")
+    return lines
+
+
+def clock(seconds: float) -> str:
+    """A duration as ``1h05m`` or ``12m30s``.
+
+    >>> clock(3900.0), clock(750.0)
+    ('1h05m', '12m30s')
+    """
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"

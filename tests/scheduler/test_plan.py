@@ -9,22 +9,31 @@ node-hour: real spot barely ever loses a one-hour job) and says which behaviour 
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner, Result
 
+from autofe.cli import app
+from autofe.console import EXIT_USER_ERROR
 from autofe.errors import ConfigError, ScheduleError
 from autofe.scheduler.catalog import Catalog, Offer, load_catalog
 from autofe.scheduler.duration import p_within
-from autofe.scheduler.jobfile import JobSet
+from autofe.scheduler.jobfile import JobSet, read_jobs
 from autofe.scheduler.jobs import Checkpointing, Estimate, JobRequest, Plan, Tier
 from autofe.scheduler.plan import (
     PlanSettings,
     candidates,
     plan_job,
     plan_jobs,
+    rank_jobs,
     rank_plans,
     simulate_spot,
 )
@@ -302,3 +311,119 @@ def test_after_two_preemptions_the_rest_runs_on_demand() -> None:
     assert out.spot_paid_s.tolist() == [100 + 600 + 100 + 900]
     assert out.on_demand_paid_s.tolist() == [100 + H]  # the whole hour again: nothing saved
     assert out.elapsed_s.tolist() == [100 + 600 + 100 + 900 + 100 + H]
+
+
+# ------------------------------------------------------------------ autofe schedule plan
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "schedule" / "jobs.json"
+NOW = "2026-12-01T02:00:00Z"
+runner = CliRunner()
+
+
+def _plan_cli(*args: str) -> Result:
+    return runner.invoke(app, ["schedule", "plan", *args])
+
+
+def _expected() -> tuple[JobSet, list[list[Plan]]]:
+    at = datetime.fromisoformat(NOW.replace("Z", "+00:00")).timestamp()
+    jobs = read_jobs(EXAMPLE, REAL, now=at)
+    return jobs, rank_jobs(jobs, REAL, at, PlanSettings(samples=200, seed=3))
+
+
+def test_cli_prints_the_chosen_plan_per_job() -> None:
+    result = _plan_cli("--jobs", str(EXAMPLE), "--now", NOW, "--samples", "200", "--seed", "3")
+    assert result.exit_code == 0, result.output
+    jobs, ranked = _expected()
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["job", "tier", "shape"]
+    assert len(lines) == len(jobs.jobs) + 2
+    for line, job, plans in zip(lines[1:], jobs.jobs, ranked, strict=False):
+        chosen = plans[0].placement
+        cells = line.split()
+        assert cells[:5] == [
+            job.job_id,
+            job.tier,
+            chosen.shape.instance_type,
+            f"x{chosen.shape.nodes}",
+            f"{chosen.cloud}/{chosen.region}",
+        ]
+        assert cells[5] == chosen.market
+        assert float(cells[6]) == round(plans[0].expected_cost_usd, 2)
+    total = sum(plans[0].expected_cost_usd for plans in ranked)
+    assert lines[-1] == f"{len(jobs.jobs)} jobs, expected cost ${total:.2f}, planned at {NOW}"
+
+
+def test_cli_json_lists_every_job_with_its_alternatives() -> None:
+    args = ("--jobs", str(EXAMPLE), "--now", NOW, "--samples", "200", "--seed", "3", "--json")
+    result = _plan_cli(*args)
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)
+    jobs, ranked = _expected()
+    assert [r["job_id"] for r in records] == [job.job_id for job in jobs.jobs]
+    for record, job, plans in zip(records, jobs.jobs, ranked, strict=True):
+        assert record["shape"] == plans[0].placement.shape.key
+        assert record["market"] == plans[0].placement.market
+        assert record["p_deadline"] == plans[0].p_deadline
+        assert record["meets_target"] == (plans[0].p_deadline >= record["target"])
+        assert len(record["alternatives"]) == len(candidates(job, REAL)) - 1
+        assert [a["shape"] for a in record["alternatives"]] == [
+            p.placement.shape.key for p in plans[1:]
+        ]
+    assert _plan_cli(*args).stdout == result.stdout  # same seed, same plans
+
+
+def _broken(tmp_path: Path, edit: Callable[[dict[str, Any]], object]) -> Path:
+    doc = json.loads(EXAMPLE.read_text())
+    edit(doc)
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _by_id(doc: dict[str, Any], job_id: str) -> dict[str, Any]:
+    job: dict[str, Any] = next(j for j in doc["jobs"] if j["job_id"] == job_id)
+    return job
+
+
+CLI_ERRORS: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
+    "unknown instance type": (
+        lambda d: _by_id(d, "grep-logs")["shapes"].update({"m5.24xlarge x2": {"p50_s": 60}}),
+        "error: job 'grep-logs': unknown instance type 'm5.24xlarge': not in the instance catalog"
+        f" ({len(REAL.instance_types())} types)",
+    ),
+    "negative budget": (
+        lambda d: d["budgets"][1].update(usd=-150.0),
+        "error: budget 'ml': negative budget -150.0 USD",
+    ),
+    "dependency cycle": (
+        lambda d: _by_id(d, "sort-events").update(depends_on=["sgd-churn"]),
+        "error: job 'sort-events': dependency cycle sort-events -> sgd-churn -> kmeans-segments"
+        " -> sort-events",
+    ),
+    "deadline in the past": (
+        lambda d: _by_id(d, "grep-logs").update(
+            submit="2026-12-01T01:00:00Z", deadline="2026-12-01T01:30:00Z"
+        ),
+        "error: job 'grep-logs': deadline 2026-12-01T01:30:00Z is in the past"
+        " (now 2026-12-01T02:00:00Z)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CLI_ERRORS)
+def test_cli_bad_input_is_one_line_naming_the_job(tmp_path: Path, case: str) -> None:
+    edit, message = CLI_ERRORS[case]
+    result = _plan_cli("--jobs", str(_broken(tmp_path, edit)), "--now", NOW)
+    assert result.exit_code == EXIT_USER_ERROR
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines() == [message]
+
+
+def test_cli_bad_now_and_catalog(tmp_path: Path) -> None:
+    result = _plan_cli("--jobs", str(EXAMPLE), "--now", "tomorrow")
+    assert result.exit_code == EXIT_USER_ERROR
+    assert result.stderr.strip() == "error: --now 'tomorrow': not Unix seconds or an RFC 3339 time"
+    missing = tmp_path / "prices.csv"
+    result = _plan_cli("--jobs", str(EXAMPLE), "--now", NOW, "--catalog", str(missing))
+    assert result.exit_code == EXIT_USER_ERROR
+    assert result.stderr.startswith(f"error: {missing}: cannot read the instance catalog")
