@@ -106,3 +106,104 @@ def clock(seconds: float) -> str:
     minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+# -------------------------------------------------------------- hand-off: handles and exports
+
+HomeOpt = Annotated[
+    Path, typer.Option("--home", help="autofe home folder (its scheduler.sqlite holds the jobs).")
+]
+CatalogOpt = Annotated[
+    Path | None, typer.Option("--catalog", help="Instance catalog CSV (default: shipped).")
+]
+AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+@schedule_app.command("submit")
+@user_errors
+def submit(
+    jobs: Annotated[Path, typer.Option("--jobs", help="Jobs file (autofe-jobs/1 JSON).")],
+    home: HomeOpt,
+    catalog: CatalogOpt = None,
+    as_json: AsJsonOpt = False,
+) -> None:
+    """Plan the file's jobs and store them: one handle per job, for status and cancel."""
+    from autofe.scheduler.catalog import load_catalog
+    from autofe.scheduler.store import JobStore, read_document, submit_document
+
+    store = JobStore.in_home(home)
+    doc = read_document(jobs)
+    records = submit_document(store, doc, load_catalog(catalog), time.time(), where=str(jobs))
+    if as_json:
+        print(json.dumps([r.as_dict() for r in records], indent=2))
+        return
+    for record in records:
+        typer.echo(f"{record.handle}  {record.job_id}  {record.state}  {record.plan_line()}")
+
+
+@schedule_app.command("status")
+@user_errors
+def status(
+    handle: Annotated[str, typer.Argument(help="The handle submit printed.")],
+    home: HomeOpt,
+    as_json: AsJsonOpt = False,
+) -> None:
+    """A job's state, chosen plan, spend so far and predicted completion."""
+    from autofe.scheduler.store import JobStore
+
+    record = JobStore.in_home(home).get(handle)
+    typer.echo(json.dumps(record.as_dict(), indent=2) if as_json else record.describe())
+
+
+@schedule_app.command("cancel")
+@user_errors
+def cancel(
+    handle: Annotated[str, typer.Argument(help="The handle submit printed.")],
+    home: HomeOpt,
+    as_json: AsJsonOpt = False,
+) -> None:
+    """Cancel a waiting or running job (again: no change; a finished job: an error)."""
+    from autofe.scheduler.store import JobStore
+
+    record = JobStore.in_home(home).cancel(handle)
+    typer.echo(json.dumps(record.as_dict(), indent=2) if as_json else record.describe())
+
+
+@schedule_app.command("export")
+@user_errors
+def export(
+    fmt: Annotated[str, typer.Option("--format", help="databricks (runs/submit) or k8s (Job).")],
+    jobs: Annotated[
+        Path | None, typer.Option("--jobs", help="Jobs file: plan its jobs, export each.")
+    ] = None,
+    handle: Annotated[
+        str | None, typer.Option("--handle", help="A submitted job: export its stored plan.")
+    ] = None,
+    home: Annotated[Path | None, typer.Option("--home", help="Home folder of --handle.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Folder: one JSON file per job.")
+    ] = None,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Plans as Databricks runs/submit bodies (JSON lines) or a Kubernetes List of Jobs."""
+    from autofe.scheduler.catalog import load_catalog
+    from autofe.scheduler.export import export_document, parse_format, payload_list, payload_name
+    from autofe.scheduler.store import JobStore, export_stored, read_document
+
+    kind = parse_format(fmt)
+    offers = load_catalog(catalog)
+    if jobs is not None and handle is None:
+        payloads = export_document(kind, read_document(jobs), offers, time.time(), str(jobs))
+    elif handle is not None and home is not None and jobs is None:
+        store = JobStore.in_home(home)
+        payloads = [export_stored(kind, store, handle, offers, time.time())]
+    else:
+        raise ConfigError("give --jobs FILE, or --handle H with --home DIR")
+    if out is None:
+        typer.echo(payload_list(kind, [payload for _, payload in payloads]))
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for job_id, payload in payloads:
+        path = out / payload_name(kind, job_id)
+        path.write_text(json.dumps(payload, indent=2) + "\n")
+        typer.echo(str(path))

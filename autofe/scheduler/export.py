@@ -19,15 +19,18 @@ in the tests against the Databricks SDK's and the Kubernetes client's models.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from autofe.errors import ScheduleError
+from autofe.errors import ConfigError, ScheduleError
 from autofe.scheduler.catalog import Catalog, Offer
+from autofe.scheduler.jobfile import parse_jobs
 from autofe.scheduler.jobs import JobRequest, Plan, Tier
+from autofe.scheduler.plan import plan_jobs
 
 Format = Literal["databricks", "k8s"]
 FORMATS: tuple[Format, ...] = ("databricks", "k8s")
@@ -151,6 +154,92 @@ def export_plan(
     if fmt == "databricks":
         return databricks_run(job, plan, task, start, settings, handle)
     return kubernetes_job(job, plan, offer, task, start, settings, handle)
+
+
+def export_jobs(
+    fmt: Format,
+    jobs: Sequence[JobRequest],
+    items: Mapping[str, Mapping[str, Any]],
+    plans: Sequence[Plan],
+    catalog: Catalog,
+    now: float,
+    settings: ExportSettings | None = None,
+    handles: Sequence[str | None] | None = None,
+) -> list[dict[str, Any]]:
+    """Every job's payload, each run starting at ``max(now, its submit time)``.
+
+    ``items`` are the jobs' objects as submitted (job id → object), which hold the tasks.
+
+    Raises:
+        ScheduleError: see :func:`export_plan` and :func:`read_task` (naming the job).
+    """
+    handles = handles or [None] * len(jobs)
+    return [
+        export_plan(
+            fmt,
+            job,
+            plan,
+            plan_offer(catalog, plan),
+            read_task(job, items[job.job_id]),
+            max(now, job.submit),
+            settings,
+            handle,
+        )
+        for job, plan, handle in zip(jobs, plans, handles, strict=True)
+    ]
+
+
+def export_document(
+    fmt: Format,
+    doc: object,
+    catalog: Catalog,
+    now: float,
+    where: str = "jobs",
+    settings: ExportSettings | None = None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """Validate a jobs document, plan its jobs (as ``schedule plan`` would), export each.
+
+    Returns:
+        (job id, payload) per job, in the document's order.
+
+    Raises:
+        ScheduleError: an invalid job or task, or a plan the format cannot express.
+    """
+    jobs = parse_jobs(doc, catalog, now, where)
+    assert isinstance(doc, dict)  # parse_jobs checked
+    items = {item["job_id"]: item for item in doc["jobs"]}
+    plans = plan_jobs(jobs, catalog, now)
+    payloads = export_jobs(fmt, jobs.jobs, items, plans, catalog, now, settings)
+    return [(job.job_id, payload) for job, payload in zip(jobs.jobs, payloads, strict=True)]
+
+
+def parse_format(text: str) -> Format:
+    """``--format`` checked.
+
+    >>> parse_format("k8s")
+    'k8s'
+    """
+    for fmt in FORMATS:
+        if text == fmt:
+            return fmt
+    raise ConfigError(f"format {text!r}: use one of {', '.join(FORMATS)}")
+
+
+def payload_list(fmt: Format, payloads: Sequence[Mapping[str, Any]]) -> str:
+    """Several payloads as one text: Databricks bodies as JSON lines (one API call each),
+    Kubernetes Jobs as a ``v1`` ``List`` (``kubectl apply -f -`` takes it whole)."""
+    if fmt == "databricks":
+        return "\n".join(json.dumps(p) for p in payloads)
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(payloads)}, indent=2)
+
+
+def payload_name(fmt: Format, job_id: str) -> str:
+    """The file one payload is written to: the task key or the Job's name, plus ``.json``.
+
+    >>> payload_name("databricks", "etl/daily"), payload_name("k8s", "etl")
+    ('etl_daily.json', 'autofe-etl-cd22d001.json')
+    """
+    return f"{_task_key(job_id) if fmt == 'databricks' else k8s_name(job_id)}.json"
 
 
 # ------------------------------------------------------------------------------ Databricks

@@ -24,13 +24,14 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from graphlib import TopologicalSorter
 from pathlib import Path
 from typing import Any, Literal
 
 from autofe.errors import ConfigError, ScheduleError
 from autofe.scheduler.catalog import Catalog
-from autofe.scheduler.export import read_task
+from autofe.scheduler.export import ExportSettings, Format, export_jobs, read_task
 from autofe.scheduler.jobfile import Budget, JobSet, parse_jobs
 from autofe.scheduler.jobs import JobRequest, Placement, Plan, Shape
 from autofe.scheduler.plan import PlanSettings, plan_jobs
@@ -164,6 +165,29 @@ class JobRecord:
     upgrades: int
     events: tuple[Event, ...]
     as_of: float
+
+    def plan_line(self) -> str:
+        """The plan in one line: shape, place, market, expected cost, P(deadline)."""
+        p = self.plan.placement
+        return (
+            f"{p.shape.key} {p.cloud}/{p.region} {p.market}  "
+            f"${self.plan.expected_cost_usd:.2f}  P(deadline) {self.plan.p_deadline:.3f}"
+        )
+
+    def describe(self) -> str:
+        """What ``autofe schedule status`` prints."""
+        eta = "-" if self.predicted_completion is None else _utc(self.predicted_completion)
+        return "\n".join(
+            [
+                f"{self.handle}  {self.job_id} ({self.tier}, account {self.account})",
+                f"  state       {self.state}",
+                f"  plan        {self.plan_line()}",
+                f"  spend       ${self.spend_usd:.2f} so far (${self.hourly_usd:.3f}/h now)",
+                f"  completion  {eta} (predicted)",
+                f"  events      {self.preemptions} preemptions, {self.fallbacks} fallbacks, "
+                f"{self.upgrades} upgrades",
+            ]
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON values only (the plan as :func:`plan_dict`)."""
@@ -525,6 +549,50 @@ def submit_document(
     return store.submit(jobs, items, plan_jobs(jobs, catalog, now, settings), now)
 
 
+def read_document(path: Path) -> object:
+    """A jobs file's JSON, for :func:`submit_document` (which validates it).
+
+    Raises:
+        ScheduleError: the file cannot be read as JSON.
+    """
+    try:
+        doc: object = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ScheduleError(f"jobs file {path}: cannot be read as JSON ({exc})") from None
+    return doc
+
+
+def export_stored(
+    fmt: Format,
+    store: JobStore,
+    handle: str,
+    catalog: Catalog,
+    now: float,
+    settings: ExportSettings | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """A submitted job's stored plan as a payload, for a run starting now.
+
+    Raises:
+        UnknownHandle: no such job.
+        ScheduleError: the request has no task, or the plan cannot be expressed.
+    """
+    record = store.get(handle, now)
+    job = record_job(record)
+    items = {job.job_id: record.request}
+    payloads = export_jobs(fmt, [job], items, [record.plan], catalog, now, settings, [handle])
+    return job.job_id, payloads[0]
+
+
+def record_job(record: JobRecord) -> JobRequest:
+    """The request of a stored job, validated again (its dependencies are the store's to keep).
+
+    Raises:
+        ScheduleError: the stored request no longer validates (naming the job).
+    """
+    alone = {**record.request, "depends_on": []}
+    return parse_jobs({"jobs": [alone]}, where=f"handle {record.handle}").jobs[0]
+
+
 def expected_finish(
     jobs: Sequence[JobRequest], plans: Sequence[Plan], now: float
 ) -> dict[str, float]:
@@ -631,6 +699,15 @@ def _predicted(row: sqlite3.Row, at: float) -> float | None:
         p50 = float(json.loads(row["plan"])["p50_s"])
         return max(at + p50, stored or -math.inf)
     return stored
+
+
+def _utc(seconds: float) -> str:
+    """RFC 3339 in UTC, to the second.
+
+    >>> _utc(0.0)
+    '1970-01-01T00:00:00Z'
+    """
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _spend(charges: Iterable[sqlite3.Row], at: float) -> float:
