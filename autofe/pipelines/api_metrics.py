@@ -5,6 +5,7 @@ makes easy to write by hand; ``prometheus_client`` would add a dependency and a 
 registry that two apps in one test process would share. Prediction error is measured here too:
 the server remembers what it predicted for each run id it was given (a bounded map, oldest
 forgotten first) and scores the prediction when the run's actual duration is reported.
+The scheduler's spend, budgets, queue and runtime events are read from its job store.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from autofe.scheduler.jobs import TIERS
+from autofe.scheduler.store import Summary
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 """Seconds: the fast path lives in the first buckets, computed features (~0.35 s) in the last."""
@@ -206,6 +210,69 @@ class ApiMetrics:
                 [({"level": level}, n) for level, n in sorted(self.covered.items())],
             ),
         ]
+
+
+def scheduler_lines(summary: Summary | None) -> list[str]:
+    """The scheduler's families, read from its job store (``None``: nothing submitted yet).
+
+    Spend and the runtime-event counters come from the store, so they survive a restart and
+    agree across API processes sharing a home folder; queue depth is given for every tier.
+
+    >>> lines = scheduler_lines(None)
+    >>> [line for line in lines if not line.startswith("#")][:2]
+    ['autofe_scheduler_queue_depth{tier="P0"} 0', 'autofe_scheduler_queue_depth{tier="P1"} 0']
+    """
+    spend = summary.spend if summary else ()
+    by_state = summary.jobs_by_state if summary else {}
+    remaining = summary.budget_remaining if summary else {}
+
+    def per_group(attribute: str) -> list[tuple[dict[str, str], float]]:
+        return [({"account": s.account, "tier": s.tier}, getattr(s, attribute)) for s in spend]
+
+    return [
+        *_family(
+            "autofe_scheduler_spend_usd_total",
+            "counter",
+            "USD spent by submitted jobs (the running ones up to now), by account and tier.",
+            per_group("usd"),
+        ),
+        *_family(
+            "autofe_scheduler_budget_remaining_usd",
+            "gauge",
+            "USD left in the current period of each budget (negative: overrun).",
+            [({"budget": name}, usd) for name, usd in sorted(remaining.items())],
+        ),
+        *_family(
+            "autofe_scheduler_queue_depth",
+            "gauge",
+            "Submitted jobs waiting to start, by tier.",
+            [({"tier": t}, by_state.get((t, "queued"), 0)) for t in TIERS],
+        ),
+        *_family(
+            "autofe_scheduler_jobs",
+            "gauge",
+            "Submitted jobs by tier and state.",
+            [({"tier": t, "state": s}, n) for (t, s), n in sorted(by_state.items())],
+        ),
+        *_family(
+            "autofe_scheduler_preemptions_total",
+            "counter",
+            "Spot preemptions reported, by account and tier.",
+            per_group("preemptions"),
+        ),
+        *_family(
+            "autofe_scheduler_fallbacks_total",
+            "counter",
+            "Moves from spot to on-demand after preemptions, by account and tier.",
+            per_group("fallbacks"),
+        ),
+        *_family(
+            "autofe_scheduler_upgrades_total",
+            "counter",
+            "Deadline-aware upgrades (on-demand or more workers), by account and tier.",
+            per_group("upgrades"),
+        ),
+    ]
 
 
 def _family(

@@ -26,6 +26,7 @@ from pydantic import (
 from autofe.modeling.conformal import LEVELS
 from autofe.modeling.pending import PendingRun
 from autofe.modeling.predict import Prediction
+from autofe.scheduler.store import JobRecord
 
 Identifier = Annotated[str, Field(min_length=1, max_length=256)]
 FeatureValue = float | bool | str | None
@@ -368,3 +369,108 @@ def choose_configuration(alternatives: Sequence[Alternative]) -> Alternative:
     if meeting:
         return min(meeting, key=lambda a: (a.expected_cost_usd, a.bound_s, a.index))
     return min(alternatives, key=lambda a: (a.bound_s, a.expected_cost_usd, a.index))
+
+
+# ------------------------------------------------------------------- scheduler job handles
+
+JOB_EXAMPLE: dict[str, Any] = {
+    "job_id": "etl-1",
+    "tier": "P1",
+    "account": "team-a",
+    "deadline": "2030-04-01T06:00:00Z",
+    "shapes": {"m4.xlarge x4": {"p50_s": 1800, "low_s": 1200, "high_s": 2700}},
+    "checkpoint": {"interval_s": 600, "write_s": 10, "restore_s": 30},
+    "task": {"type": "spark_python", "python_file": "dbfs:/jobs/etl.py"},
+}
+
+
+class JobsDocument(_Strict):
+    """One job request as a jobs file holds it (``docs/scheduler.md``).
+
+    The job object is validated by the scheduler's job-file reader, not by this schema, so
+    every error names the job (``job 'etl-1': unknown instance type ...``) as the CLI's do.
+    """
+
+    format: Literal["autofe-jobs/1"] = "autofe-jobs/1"
+    source: str = Field(default="", max_length=1024)
+    budgets: list[dict[str, Any]] = Field(
+        default_factory=list,
+        max_length=100,
+        description='{"name": account or tier, "usd", "period_s"}; replaces a stored budget.',
+    )
+    jobs: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=1,
+        description="Exactly one job (``autofe schedule submit`` takes a file of many).",
+        json_schema_extra={"examples": [[JOB_EXAMPLE]]},
+    )
+
+
+class PlanOut(BaseModel):
+    """The plan chosen at submit: where and how the job runs, and what that should cost."""
+
+    job_id: str
+    shape: str = Field(description='"TYPE xN": N nodes of the instance type.')
+    cloud: str
+    region: str
+    market: Literal["on-demand", "spot"]
+    fallback_after: int | None = Field(description="Spot preemptions before on-demand.")
+    expected_cost_usd: float
+    p_deadline: float = Field(description="P(finish before the deadline), 1 without one.")
+    p50_s: float
+    high_s: float
+    expected_preemptions: float
+    hourly_usd: float = Field(description="The whole cluster's price per hour.")
+
+
+class JobEventOut(BaseModel):
+    at: float
+    kind: str
+    progress: float | None = None
+    hourly_usd: float | None = None
+    reason: str | None = None
+
+
+class JobOut(BaseModel):
+    """A submitted job: its state, chosen plan, spend so far and predicted completion.
+
+    Times are Unix seconds. ``spend_usd`` counts the running price up to ``as_of``;
+    ``predicted_completion`` is the finish time once finished.
+    """
+
+    handle: str
+    job_id: str
+    account: str
+    tier: str
+    state: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    plan: PlanOut
+    request: dict[str, Any]
+    submitted_at: float
+    started_at: float | None
+    finished_at: float | None
+    hourly_usd: float
+    spend_usd: float
+    progress: float | None
+    predicted_completion: float | None
+    preemptions: int
+    fallbacks: int
+    upgrades: int
+    events: list[JobEventOut]
+    as_of: float
+
+    @classmethod
+    def of(cls, record: JobRecord) -> JobOut:
+        return cls.model_validate(record.as_dict())
+
+
+class JobEventReport(_Strict):
+    """What happened to a submitted job, reported by whatever runs it."""
+
+    kind: Literal["started", "progress", "preempted", "fallback", "upgraded", "succeeded", "failed"]
+    progress: float | None = Field(
+        default=None, gt=0, le=1, description="Fraction done (progress events)."
+    )
+    hourly_usd: float | None = Field(
+        default=None, ge=0, le=1e6, description="The new cluster price (fallback, upgraded)."
+    )
+    reason: str | None = Field(default=None, max_length=1024)

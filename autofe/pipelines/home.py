@@ -7,6 +7,7 @@ Layout::
     HOME/nightly/<stamp>/   one folder per nightly run (its agent-loop run and ``nightly.json``)
     HOME/nightly.lock       held while a nightly run works (pid, host, start time)
     HOME/actuals.jsonl      finished runs' real durations reported to the API (``/v1/actuals``)
+    HOME/scheduler.sqlite   jobs submitted to the scheduler (``schedule submit``, ``/v1/jobs``)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autofe.modeling.registry import Registry
+from autofe.scheduler.store import STORE_FILE
 
 
 @dataclass(frozen=True)
@@ -42,3 +44,7 @@ class Home:
     @property
     def actuals(self) -> Path:
         return self.root / "actuals.jsonl"
+
+    @property
+    def scheduler_store(self) -> Path:
+        return self.root / STORE_FILE

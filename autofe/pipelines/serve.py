@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Collection, Sequence
@@ -33,6 +34,8 @@ from typing import Annotated, Any, Literal
 
 import duckdb
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import Path as FastApiPath
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
@@ -40,7 +43,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from autofe import __version__
-from autofe.errors import AutofeError, ConfigError, ModelError, WarehouseError
+from autofe.errors import AutofeError, ConfigError, ModelError, ScheduleError, WarehouseError
 from autofe.modeling.artifact import Artifact
 from autofe.modeling.predict import predict_pending, predict_values
 from autofe.modeling.registry import Registry
@@ -51,6 +54,7 @@ from autofe.pipelines.api_metrics import (
     PredictionLedger,
     Remembered,
     Scored,
+    scheduler_lines,
 )
 from autofe.pipelines.api_models import (
     ActualOut,
@@ -62,6 +66,9 @@ from autofe.pipelines.api_models import (
     Candidate,
     ErrorOut,
     HealthOut,
+    JobEventReport,
+    JobOut,
+    JobsDocument,
     ModelsOut,
     PredictionOut,
     PredictRequest,
@@ -73,6 +80,14 @@ from autofe.pipelines.api_models import (
 )
 from autofe.pipelines.home import Home
 from autofe.sandbox.session import first_line
+from autofe.scheduler.catalog import Catalog, load_catalog
+from autofe.scheduler.store import (
+    JobStore,
+    StateConflict,
+    Summary,
+    UnknownHandle,
+    submit_document,
+)
 from autofe.warehouse.connect import schema_fingerprint
 
 log = logging.getLogger(__name__)
@@ -171,11 +186,18 @@ class LiveModel:
 class Service:
     """What the API does, without HTTP: every route is one call of one method."""
 
-    def __init__(self, home: Path, poll_s: float = POLL_SECONDS, ledger_size: int = LEDGER_SIZE):
+    def __init__(
+        self,
+        home: Path,
+        poll_s: float = POLL_SECONDS,
+        ledger_size: int = LEDGER_SIZE,
+        catalog: Catalog | None = None,
+    ):
         self.home = Home(home)
         self.metrics = ApiMetrics()
         self.ledger = PredictionLedger(ledger_size)
         self.live = LiveModel(self.home.registry, self.metrics, poll_s)
+        self.jobs = JobHandles(home, catalog)
         self._actuals_lock = threading.Lock()
 
     def predict(self, loaded: Loaded, request: PredictRequest) -> PredictionOut:
@@ -320,6 +342,67 @@ class Service:
         return alternative(index, config, p.p50_s, bound, price, request.deadline_s)
 
 
+class JobHandles:
+    """The scheduler's job handles (``/v1/jobs``), without HTTP.
+
+    The store (``HOME/scheduler.sqlite``) is created by the first submit, not by a scrape or
+    a status request; the instance catalog is the shipped one unless ``create_app`` got one.
+    """
+
+    def __init__(self, home: Path, catalog: Catalog | None = None) -> None:
+        self.path = Home(home).scheduler_store
+        self._catalog = catalog
+        self._store: JobStore | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, body: JobsDocument) -> JobOut:
+        """Validate, plan and store one job request.
+
+        Raises:
+            ScheduleError: the request is invalid (naming the job).
+        """
+        doc = body.model_dump(mode="json")
+        (record,) = submit_document(self._open(), doc, self.catalog(), time.time())
+        return JobOut.of(record)
+
+    def get(self, handle: str) -> JobOut:
+        return JobOut.of(self._existing(handle).get(handle))
+
+    def cancel(self, handle: str) -> JobOut:
+        return JobOut.of(self._existing(handle).cancel(handle))
+
+    def report(self, handle: str, event: JobEventReport) -> JobOut:
+        store = self._existing(handle)
+        record = store.report(
+            handle,
+            event.kind,
+            progress=event.progress,
+            hourly_usd=event.hourly_usd,
+            reason=event.reason,
+        )
+        return JobOut.of(record)
+
+    def summary(self) -> Summary | None:
+        """Spend, budgets and queue for the metrics (None before the first submit)."""
+        return self._open().summary() if self.path.is_file() else None
+
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = load_catalog()
+        return self._catalog
+
+    def _existing(self, handle: str) -> JobStore:
+        if not self.path.is_file():
+            raise UnknownHandle(f"no job has handle {handle!r}: nothing was submitted here")
+        return self._open()
+
+    def _open(self) -> JobStore:
+        with self._lock:
+            if self._store is None:
+                self._store = JobStore(self.path)
+            return self._store
+
+
 def predict_given(loaded: Loaded, request: PredictRequest) -> PredictionOut:
     """The fast path: a prediction from feature values given by name (the model alone)."""
     values = request.features or {}
@@ -378,13 +461,18 @@ def warehouse_prices(db: Path, config_ids: Collection[str]) -> dict[str, float |
 
 
 ERROR_STATUS: tuple[tuple[type[AutofeError], int], ...] = (
+    (UnknownHandle, 404),
+    (StateConflict, 409),
+    (ScheduleError, 422),
     (WarehouseError, 503),
     (ConfigError, 422),
     (ModelError, 422),
     (AutofeError, 400),
 )
 """The first match wins: a run that contradicts the warehouse or a feature that cannot be
-computed for it is the request's problem (422); an unreadable warehouse is the server's (503)."""
+computed for it is the request's problem (422); an unreadable warehouse is the server's (503).
+A job request the scheduler refuses is a 422 naming the job; an unknown handle a 404; a change
+the job's state does not allow (cancelling a finished job) a 409."""
 
 
 def error_body(exc: AutofeError | ValidationError) -> tuple[int, ErrorOut]:
@@ -473,6 +561,33 @@ def models(service: ServiceDep) -> ModelsOut:
     return service.models()
 
 
+JobHandle = Annotated[str, FastApiPath(min_length=1, max_length=128)]
+
+
+@router.post("/v1/jobs", status_code=201, responses=_errors(400, 401, 413, 422))
+def submit_job(body: JobsDocument, service: ServiceDep) -> JobOut:
+    """Submit one job request: the scheduler plans it and returns its handle."""
+    return service.jobs.submit(body)
+
+
+@router.get("/v1/jobs/{handle}", responses=_errors(401, 404, 422))
+def job_status(handle: JobHandle, service: ServiceDep) -> JobOut:
+    """A job's state, chosen plan, spend so far and predicted completion."""
+    return service.jobs.get(handle)
+
+
+@router.delete("/v1/jobs/{handle}", responses=_errors(401, 404, 409, 422))
+def cancel_job(handle: JobHandle, service: ServiceDep) -> JobOut:
+    """Cancel a waiting or running job; again: no change; a finished job: 409."""
+    return service.jobs.cancel(handle)
+
+
+@router.post("/v1/jobs/{handle}/events", responses=_errors(400, 401, 404, 409, 413, 422))
+def report_job_event(handle: JobHandle, body: JobEventReport, service: ServiceDep) -> JobOut:
+    """What happened to the job (started, progress, preempted, fallback, upgraded, done)."""
+    return service.jobs.report(handle, body)
+
+
 @router.get("/healthz", responses={503: {"model": HealthOut}})
 def healthz(service: ServiceDep) -> Response:
     """Ok and the version served; 503 until a model is loaded. Needs no token."""
@@ -487,8 +602,11 @@ def healthz(service: ServiceDep) -> Response:
     responses={200: {"content": {"text/plain": {}}}, **_errors(401)},
 )
 async def metrics(service: ServiceDep) -> PlainTextResponse:
-    """Prometheus text exposition (requests, latency, model version, prediction error)."""
+    """Prometheus text exposition (requests, latency, model version, prediction error,
+    scheduler spend, budgets, queue and runtime events)."""
     text = service.metrics.render(service.live.version)
+    summary = await run_in_threadpool(service.jobs.summary)  # SQLite: off the event loop
+    text += "\n".join(scheduler_lines(summary)) + "\n"
     return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
 
@@ -532,6 +650,12 @@ class _Guard:
         self.token = token.encode() if token else None
         self.max_body = max_body
         self.paths = paths
+        self.templates = [
+            (re.compile("^" + re.sub(r"\\\{[^/]*?\\\}", "[^/]+", re.escape(p)) + "$"), p)
+            for p in sorted(paths)
+            if "{" in p
+        ]
+        """Routes with a path parameter count under their template, not each handle."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -549,9 +673,14 @@ class _Guard:
         try:
             await self._guarded(scope, receive, watched)
         finally:
-            path = scope["path"] if scope["path"] in self.paths else "other"
+            path = self._endpoint(scope["path"])
             seconds = time.perf_counter() - started
             self.metrics.observe_request(path, scope["method"], status, seconds)
+
+    def _endpoint(self, path: str) -> str:
+        if path in self.paths:
+            return path
+        return next((p for pattern, p in self.templates if pattern.match(path)), "other")
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.token and scope["path"] not in OPEN_PATHS and not _authorized(scope, self.token):
@@ -618,6 +747,7 @@ def create_app(
     poll_s: float = POLL_SECONDS,
     max_body_bytes: int = MAX_BODY_BYTES,
     ledger_size: int = LEDGER_SIZE,
+    catalog: Catalog | None = None,
 ) -> FastAPI:
     """The API over the autofe home folder ``home``.
 
@@ -628,9 +758,10 @@ def create_app(
         poll_s: At most how often the active pointer is checked.
         max_body_bytes: Larger request bodies get 413.
         ledger_size: Predictions remembered for scoring against reported actuals.
+        catalog: Instance catalog the scheduler plans submitted jobs on (default: shipped).
     """
     token = token if token is not None else os.environ.get(TOKEN_ENV) or None
-    service = Service(home, poll_s, ledger_size)
+    service = Service(home, poll_s, ledger_size, catalog)
     app = FastAPI(
         title="autofe prediction API",
         version=__version__,

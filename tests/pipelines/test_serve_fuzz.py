@@ -44,8 +44,16 @@ WITH_BODY = [
     ("POST", "/v1/predict/batch"),
     ("POST", "/v1/recommend"),
     ("POST", "/v1/actuals"),
+    ("POST", "/v1/jobs"),
+    ("POST", "/v1/jobs/{handle}/events"),
 ]
-WITHOUT_BODY = [("GET", "/v1/models"), ("GET", "/healthz"), ("GET", "/metrics")]
+WITHOUT_BODY = [
+    ("GET", "/v1/models"),
+    ("GET", "/healthz"),
+    ("GET", "/metrics"),
+    ("GET", "/v1/jobs/{handle}"),
+    ("DELETE", "/v1/jobs/{handle}"),
+]
 RUNS = [
     *[(m, p, GenerationMode.POSITIVE) for m, p in WITH_BODY + WITHOUT_BODY],
     *[(m, p, GenerationMode.NEGATIVE) for m, p in WITH_BODY],
