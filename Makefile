@@ -38,8 +38,9 @@ test-lab: $(BIN)/.installed
 test-spark: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_spark.py tests/pipelines/test_spark_standalone.py
 
-# the Airflow DAG example, in its own venv without autofe (Airflow would downgrade fastapi in
-# $(VENV)); --noconftest: tests/conftest.py imports autofe, -c /dev/null: no autofe pytest config
+# the Airflow examples (the nightly DAG, the scheduler operator against a stub API), in their own
+# venv without autofe (Airflow would downgrade fastapi in $(VENV)); --noconftest:
+# tests/conftest.py imports autofe, -c /dev/null: no autofe pytest config
 AIRFLOW_VENV ?= .venv-airflow
 $(AIRFLOW_VENV)/.installed:
 	$(PYTHON) -m venv $(AIRFLOW_VENV)
@@ -49,7 +50,7 @@ $(AIRFLOW_VENV)/.installed:
 
 test-airflow: $(AIRFLOW_VENV)/.installed
 	$(AIRFLOW_VENV)/bin/python -m pytest -q -p no:cacheprovider -c /dev/null --noconftest \
-		tests/examples/test_airflow_dag.py
+		tests/examples/test_airflow_dag.py tests/examples/test_airflow_schedule_operator.py
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/ingest.py

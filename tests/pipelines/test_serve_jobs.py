@@ -6,6 +6,7 @@ created in it by the first submit.
 
 from __future__ import annotations
 
+import ast
 import re
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from autofe.scheduler.jobfile import parse_jobs
 from autofe.scheduler.plan import plan_jobs
 from autofe.scheduler.store import STORE_FILE, JobStore
 
+REPO = Path(__file__).resolve().parents[2]
 SHAPES = {
     "m4.xlarge x4": {"p50_s": 1800, "low_s": 1200, "high_s": 2700},
     "n2-standard-8 x3": {"p50_s": 1500, "low_s": 1000, "high_s": 2400},
@@ -223,3 +225,21 @@ def test_the_api_and_the_cli_share_the_store(client: TestClient, home: Path) -> 
 def _sample(text: str, prefix: str) -> float:
     (line,) = [line for line in text.splitlines() if line.startswith(prefix + " ")]
     return float(line.rsplit(" ", 1)[1])
+
+
+def test_the_airflow_operator_reads_only_fields_the_api_returns(client: TestClient) -> None:
+    """The operator example (run in Airflow's own venv) against the real response's fields."""
+    source = REPO / "examples" / "airflow" / "autofe_schedule_operator.py"
+    read: dict[str, set[str]] = {"record": set(), "final": set(), "plan": set()}
+    for node in ast.walk(ast.parse(source.read_text())):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in read
+            and isinstance(node.slice, ast.Constant)
+        ):
+            read[node.value.id].add(str(node.slice.value))
+    body = submit(client)
+    assert read["record"] | read["final"] <= set(body)
+    assert read["plan"] and read["plan"] <= set(body["plan"])
+    assert {"handle", "state", "spend_usd"} <= read["record"] | read["final"]
