@@ -21,9 +21,13 @@ A trace replays the points as a stream of job requests (:func:`build_trace`):
 - some chains of consecutive arrivals depend on each other (one account's pipeline, one tier);
 - a share of jobs checkpoints every tenth of its fastest predicted median (at least 60 s),
   a write costs 5 % of the interval and a restore two writes;
-- each account's budget is ``budget_share`` of what its jobs cost on the middle-priced of their
-  shapes on demand (true runtime plus start-up, cheapest region), for one period spanning the
-  whole trace: static on-demand provisioning overruns it, cheaper choices fit.
+- each account's budget is ``budget_headroom`` × the least any on-demand plan could pay for
+  its jobs (each on its cheapest shape at its true runtime plus start-up, cheapest region), for
+  one period spanning the whole trace: static provisioning of the middle-priced shape overruns
+  it wherever that shape costs more, a policy that chooses well or uses spot fits.
+
+Start-up defaults to the simulator's (300 s, the order of an EMR or Databricks job cluster's
+start), so a deadline counts the start-up the simulated world charges.
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ class TraceSettings:
 
     seed: int = 0
     slack: float = DEADLINE_FACTOR
-    startup_s: float = 180.0
+    startup_s: float = 300.0
     min_jobs: int = 300
     concurrency: float = 4.0
     tiers: tuple[tuple[Tier, float], ...] = (("P0", 0.1), ("P1", 0.2), ("P2", 0.4), ("P3", 0.3))
@@ -87,7 +91,7 @@ class TraceSettings:
     checkpoint_share: float = 0.3
     chain_share: float = 0.1
     chain_length: int = 3
-    budget_share: float = 0.8
+    budget_headroom: float = 1.25
 
 
 @dataclass(frozen=True)
@@ -281,13 +285,28 @@ def _with_deadlines(
 
 
 def static_cost(job: JobRequest, catalog: Catalog, startup_s: float) -> float:
-    """What ``job`` costs on the middle-priced of its shapes, on demand, in the cheapest
-    region, for its true runtime plus start-up (the budget's yardstick)."""
+    """What ``job`` costs on the middle-priced of its shapes (the lower median, as the
+    simulator's static policy), on demand in the cheapest region, for its true runtime plus
+    start-up."""
+    costs = _on_demand_costs(job, catalog, startup_s)
     hourly = {k: _on_demand(Shape.parse(k), catalog) for k in job.shapes}
     ordered = sorted(hourly, key=lambda k: (hourly[k], k))
-    mid = ordered[len(ordered) // 2]
-    seconds = float(job.shapes[mid].true_s or job.shapes[mid].p50_s) + startup_s
-    return hourly[mid] * seconds / 3600.0
+    return costs[ordered[(len(ordered) - 1) // 2]]
+
+
+def cheapest_cost(job: JobRequest, catalog: Catalog, startup_s: float) -> float:
+    """The least an on-demand plan can pay for ``job``: its cheapest shape at its true runtime
+    plus start-up (the budget's yardstick; only hindsight knows which shape that is)."""
+    return min(_on_demand_costs(job, catalog, startup_s).values())
+
+
+def _on_demand_costs(job: JobRequest, catalog: Catalog, startup_s: float) -> dict[str, float]:
+    return {
+        key: _on_demand(Shape.parse(key), catalog)
+        * (float(est.true_s or est.p50_s) + startup_s)
+        / 3600.0
+        for key, est in job.shapes.items()
+    }
 
 
 def _on_demand(shape: Shape, catalog: Catalog) -> float:
@@ -298,34 +317,15 @@ def _on_demand(shape: Shape, catalog: Catalog) -> float:
 def _budgets(
     jobs: Sequence[JobRequest], catalog: Catalog, settings: TraceSettings
 ) -> tuple[Budget, ...]:
-    spend: dict[str, float] = {}
+    least: dict[str, float] = {}
     for job in jobs:
-        spend[job.account] = spend.get(job.account, 0.0) + static_cost(
-            job, catalog, settings.startup_s
-        )
+        cost = cheapest_cost(job, catalog, settings.startup_s)
+        least[job.account] = least.get(job.account, 0.0) + cost
     span = math.ceil(max(float(j.deadline or j.submit) for j in jobs) / 3600.0) * 3600.0
     return tuple(
-        Budget(name, round(settings.budget_share * usd, 4), span)
-        for name, usd in sorted(spend.items())
+        Budget(name, round(settings.budget_headroom * usd, 4), span)
+        for name, usd in sorted(least.items())
     )
-
-
-def noisy_oracle(jobs: JobSet, sigma: float, seed: int = 0) -> JobSet:
-    """The trace with every prediction replaced by a noisy oracle's: the median is the truth
-    times ``exp(sigma · z)``, the interval that noise's own 90 % interval (calibrated).
-    ``sigma`` 0 is perfect knowledge; the truth is kept."""
-    rng = np.random.default_rng(seed)
-    z95 = 1.6448536269514722
-    out = []
-    for job in jobs.jobs:
-        shapes = {}
-        for key, est in job.shapes.items():
-            true = float(est.true_s or est.p50_s)
-            p50 = true * math.exp(sigma * float(rng.standard_normal()))
-            spread = math.exp(z95 * sigma)
-            shapes[key] = Estimate(p50, p50 / spread, p50 * spread, est.true_s)
-        out.append(replace(job, shapes=shapes))
-    return JobSet(tuple(out), jobs.budgets, f"{jobs.source}; noisy oracle sigma {sigma}")
 
 
 def trace_for(
@@ -335,7 +335,14 @@ def trace_for(
     db: Path | None = None,
     workspace: Path | None = None,
 ) -> JobSet:
-    """The trace of a named source, from ``db`` or by ingesting the source into a scratch
+    """The trace of a named source (see :func:`source_points`)."""
+    return build_trace(source_points(source, db, workspace), catalog, settings, source)
+
+
+def source_points(
+    source: str, db: Path | None = None, workspace: Path | None = None
+) -> list[Point]:
+    """The points of a named source, from ``db`` or by ingesting the source into a scratch
     warehouse (the lab: ``workspace``, default the shipped example; others: their mapping).
 
     Raises:
@@ -346,12 +353,12 @@ def trace_for(
     if workspace is not None and source != "lab":
         raise ConfigError("--workspace is for the lab source; third-party data uses its mapping")
     if db is not None:
-        return build_trace(_points(source, db), catalog, settings, source)
+        return _points(source, db)
     with tempfile.TemporaryDirectory(prefix="autofe-trace-") as tmp:
         scratch = Path(tmp) / "warehouse.duckdb"
         inputs = [workspace or example_workspace()] if source == "lab" else [_mapping(source)]
         ingest(inputs, IngestSettings(db=scratch, workers=1))
-        return build_trace(_points(source, scratch), catalog, settings, source)
+        return _points(source, scratch)
 
 
 def _mapping(source: str) -> Path:
