@@ -341,7 +341,7 @@ class JobStore:
             row = self._row(con, handle)
             if row["state"] in ("succeeded", "failed"):
                 raise StateConflict(
-                    f"cannot cancel: the job already {row['state']} at {row['finished_at']:.0f}",
+                    f"cannot cancel: the job already {row['state']} at {_utc(row['finished_at'])}",
                     row["job_id"],
                 )
             if row["state"] != "cancelled":
