@@ -207,3 +207,67 @@ def export(
         path = out / payload_name(kind, job_id)
         path.write_text(json.dumps(payload, indent=2) + "\n")
         typer.echo(str(path))
+
+
+# -------------------------------------------------------------- simulation of policies
+
+
+@schedule_app.command("simulate")
+@user_errors
+def simulate(
+    trace: Annotated[
+        Path, typer.Option("--trace", help="Trace: a jobs file whose estimates carry true_s.")
+    ],
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy", help="autofe, static, spot-only, greedy, fifo-worst, oracle or all."
+        ),
+    ] = "all",
+    catalog: CatalogOpt = None,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Fixes preemptions (same seed, same run).")
+    ] = 0,
+    preemption_multiplier: Annotated[
+        float,
+        typer.Option("--preemption-multiplier", help="Scale every spot interruption rate."),
+    ] = 1.0,
+    max_nodes: Annotated[
+        int | None, typer.Option("--max-nodes", help="Fleet limit on nodes in flight.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write a cost-vs-attainment PNG here.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Per policy: summary, spend by budget, every job.")
+    ] = False,
+) -> None:
+    """Replay a trace under scheduling policies: cost, deadlines met, delays, budget use."""
+    from autofe.scheduler.catalog import load_catalog
+    from autofe.scheduler.fleet import FleetSettings
+    from autofe.scheduler.jobfile import read_jobs
+    from autofe.scheduler.policies import POLICIES, get_policy
+    from autofe.scheduler.report import (
+        plot_cost_vs_attainment,
+        result_dict,
+        summary_table,
+        table_lines,
+    )
+    from autofe.scheduler.simulate import SimulationSettings, simulate_all
+
+    names = list(POLICIES) if policy == "all" else [get_policy(policy).name]
+    offers = load_catalog(catalog)
+    jobset = read_jobs(trace, offers)
+    fleet = FleetSettings() if max_nodes is None else FleetSettings(max_nodes=max_nodes)
+    settings = SimulationSettings(
+        seed=seed, preemption_multiplier=preemption_multiplier, fleet=fleet
+    )
+    results = simulate_all(jobset, offers, names, settings)
+    if plot is not None:
+        plot_cost_vs_attainment(results, plot)
+    if as_json:
+        print(json.dumps([result_dict(r) for r in results], indent=2))
+        return
+    for line in table_lines(summary_table(results)):
+        typer.echo(line)
+    typer.echo(f"{len(jobset.jobs)} jobs from {trace}, seed {seed}")

@@ -1,0 +1,965 @@
+"""Discrete-event simulation of a scheduling policy over a trace of jobs with true runtimes.
+
+Public API (used by ``autofe schedule simulate``, ``autofe.evals.traces`` and
+``benchmarks/schedule.py``)::
+
+    simulate(jobset: JobSet, catalog: Catalog, policy: Policy | str,
+             settings: SimulationSettings | None = None) -> SimulationResult
+    simulate_all(jobset, catalog, policies: Iterable[Policy | str] = POLICIES, settings=None)
+        -> list[SimulationResult]
+    SimulationSettings(seed=0, startup_s=300.0, preemption_multiplier=1.0, view="model",
+                       noise_sigma=0.0, fleet=FleetSettings(), budget_mode="hard",
+                       fallback_after=2)
+    SimulationResult(policy, jobs: tuple[JobRecord, ...], log: tuple[LogEntry, ...],
+                     summary: Summary, spend_by_budget)   # see autofe.scheduler.report
+    POLICIES: Mapping[str, Policy]                        # see autofe.scheduler.policies
+
+The world: a job arrives at ``submit`` and is *ready* once its dependencies are done (a
+failed, stopped or held dependency cancels it). The policy's queue order dispatches ready jobs;
+the policy's chooser places a job the first time it is dispatched. A dispatched job needs
+room in the fleet (nodes in flight ≤ ``max_nodes``; the first job that does not fit holds
+back every job behind it, so no large or urgent job is starved) and, under a hard cap, a
+reservation of its worst-case cost on its budgets. It then pays its cluster from that moment:
+a start-up (none on a warm cluster), a restore when resuming from a checkpoint, then work at
+the speed of its *true* runtime on that shape, pausing ``write_s`` after every ``interval_s``
+of work to save a checkpoint. On spot, the cluster is preempted after an exponential time with
+rate ``interruptions_per_h × nodes × preemption_multiplier``; the job loses the work since
+its last checkpoint, its cluster, and goes back to the queue (on-demand if the runtime policy
+falls back). Random numbers come from (seed, job, attempt), so a seed fixes a run and all
+policies face the same luck on the same job.
+
+What the scheduler *sees*: ``view="model"`` — the trace's estimates; ``"noisy-oracle"`` —
+the true runtime times ``exp(N(0, noise_sigma))`` as median, with a 90 % interval of the same
+spread. The oracle policy sees the true runtimes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from autofe.errors import ConfigError, ScheduleError
+from autofe.scheduler.catalog import Catalog
+from autofe.scheduler.fleet import (
+    FleetSettings,
+    WarmChoice,
+    WarmCluster,
+    idle_reservation_usd,
+    keep_past_timeout,
+    pick_warm,
+    room_from_idle,
+)
+from autofe.scheduler.jobfile import JobSet, check_dependencies
+from autofe.scheduler.jobs import TIERS, Estimate, JobRequest, Placement, Shape
+from autofe.scheduler.plan import Candidate, candidates
+from autofe.scheduler.policies import POLICIES, ChoiceContext, Policy, get_policy, hourly_usd
+from autofe.scheduler.queue import ORDERS, Ledger, preemption_allowance, window, worst_case_usd
+from autofe.scheduler.report import (
+    JobRecord,
+    LogEntry,
+    SimulationResult,
+    Status,
+    spend_by_budget,
+    summarize,
+)
+from autofe.scheduler.runtime import (
+    Resume,
+    expected_loss_s,
+    remaining_high_s,
+    should_fall_back,
+    upgrade_choice,
+    wall_s,
+)
+
+__all__ = ["POLICIES", "SimulationResult", "SimulationSettings", "simulate", "simulate_all"]
+
+Z95 = 1.6448536269514722
+Claims = dict[str, list[float]]
+"""Per budget and priority (index 0 for P0), the expected USD of the jobs held for it in this
+dispatch round."""
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    """The simulated world and what the scheduler sees of it.
+
+    Args:
+        seed: fixes preemptions and the noisy oracle's errors (same seed, same result).
+        startup_s: seconds from asking for a cluster to running on it (paid).
+        preemption_multiplier: scales every offer's interruption rate (the planner is told).
+        view: ``"model"`` (the trace's estimates) or ``"noisy-oracle"`` (true runtimes with a
+            log-normal relative error of ``noise_sigma``).
+        fleet: capacity limits, warm clusters.
+        budget_mode: ``"hard"`` enforces every budget as a cap; ``"off"`` only reports spend.
+        fallback_after: spot preemptions tolerated before on-demand (autofe, oracle).
+        max_preemptions: a job preempted this often is given up (status ``failed``), so a
+            policy that never leaves spot cannot keep a stormy simulation running forever.
+    """
+
+    seed: int = 0
+    startup_s: float = 300.0
+    preemption_multiplier: float = 1.0
+    view: Literal["model", "noisy-oracle"] = "model"
+    noise_sigma: float = 0.0
+    fleet: FleetSettings = field(default_factory=FleetSettings)
+    budget_mode: Literal["hard", "off"] = "hard"
+    fallback_after: int = 2
+    max_preemptions: int = 100
+
+    def __post_init__(self) -> None:
+        if self.startup_s < 0 or self.preemption_multiplier < 0 or self.noise_sigma < 0:
+            raise ConfigError(
+                "simulation: startup_s, preemption_multiplier and noise_sigma must be >= 0"
+            )
+        if self.view not in ("model", "noisy-oracle") or self.budget_mode not in ("hard", "off"):
+            raise ConfigError(
+                f"simulation: view {self.view!r} / budget_mode {self.budget_mode!r} unknown"
+            )
+        if self.fallback_after < 1 or self.max_preemptions < 1:
+            raise ConfigError("simulation: fallback_after and max_preemptions must be at least 1")
+
+
+def simulate(
+    jobset: JobSet,
+    catalog: Catalog,
+    policy: Policy | str,
+    settings: SimulationSettings | None = None,
+) -> SimulationResult:
+    """Run ``policy`` over the trace ``jobset``.
+
+    Raises:
+        ScheduleError: a job is invalid for the simulation (names it): an unknown instance
+            type, a chosen shape without ``true_s``, no shape fitting the fleet.
+    """
+    chosen = get_policy(policy) if isinstance(policy, str) else policy
+    check_dependencies(jobset.jobs)
+    return _Engine(jobset, catalog, chosen, settings or SimulationSettings()).run()
+
+
+def simulate_all(
+    jobset: JobSet,
+    catalog: Catalog,
+    policies: Iterable[Policy | str] = tuple(POLICIES),
+    settings: SimulationSettings | None = None,
+) -> list[SimulationResult]:
+    """:func:`simulate` for each policy, on the same trace and seed."""
+    return [simulate(jobset, catalog, policy, settings) for policy in policies]
+
+
+def noisy_estimate(estimate: Estimate, sigma: float, rng: random.Random) -> Estimate:
+    """A noisy oracle's estimate: the true runtime off by a log-normal factor, with a 90 %
+    interval as wide as that error.
+
+    >>> est = noisy_estimate(Estimate(1, 1, 1, true_s=600.0), 0.0, random.Random(0))
+    >>> (est.p50_s, est.low_s, est.high_s, est.true_s)
+    (600.0, 600.0, 600.0, None)
+    """
+    if estimate.true_s is None:
+        return replace(estimate, true_s=None)
+    p50 = estimate.true_s * math.exp(sigma * rng.gauss(0.0, 1.0))
+    return Estimate(p50, p50 * math.exp(-Z95 * sigma), p50 * math.exp(Z95 * sigma))
+
+
+def seen_job(job: JobRequest, settings: SimulationSettings, truth: bool = False) -> JobRequest:
+    """The job as the scheduler sees it: no true runtimes, only shapes that fit the fleet;
+    with ``truth`` (the oracle) only shapes whose true runtime is known, as exact estimates."""
+    shapes: dict[str, Estimate] = {}
+    for key, est in job.shapes.items():
+        if _nodes(key) > settings.fleet.max_nodes:
+            continue
+        if truth:
+            if est.true_s is not None:
+                shapes[key] = Estimate(est.true_s, est.true_s, est.true_s)
+        elif settings.view == "noisy-oracle":
+            rng = random.Random(f"{settings.seed}/noise/{job.job_id}/{key}")
+            shapes[key] = noisy_estimate(est, settings.noise_sigma, rng)
+        else:
+            shapes[key] = replace(est, true_s=None)
+    if not shapes:
+        raise ScheduleError(
+            "no shape it can run on (a true runtime for the oracle, nodes within "
+            f"max_nodes={settings.fleet.max_nodes})",
+            job.job_id,
+        )
+    return replace(job, shapes=shapes)
+
+
+def _nodes(key: str) -> int:
+    return Shape.parse(key).nodes
+
+
+@dataclass
+class _Meter:
+    """Who pays a running (or idle warm) cluster, and how much of its reservation is left."""
+
+    names: tuple[str, ...]
+    account: str
+    hourly: float
+    since: float
+    reserved: float
+    total: float = 0.0
+
+
+@dataclass
+class _Cluster:
+    cid: str
+    cand: Candidate
+    hourly: float
+    job_id: str | None
+    idle_since: float = 0.0
+    meter: _Meter | None = None
+    token: int = 0
+
+    @property
+    def nodes(self) -> int:
+        return self.cand.shape.nodes
+
+    def warm(self) -> WarmCluster:
+        return WarmCluster(_placement(self.cand, None), self.hourly, self.idle_since, self.cid)
+
+
+@dataclass
+class _Run:
+    """One job's mutable state in the simulation."""
+
+    job: JobRequest
+    seen: JobRequest
+    # pending, waiting, queued, running; then done, cancelled, stopped, held or failed
+    status: str = "pending"
+    cand: Candidate | None = None
+    fallback_after: int | None = None
+    progress: float = 0.0
+    saved: float = 0.0
+    phase: str = ""  # "up" (start-up, restore) or "work"
+    phase_start: float = 0.0
+    boundary: float = 1.0
+    token: int = 0
+    attempt: int = 0
+    ready_at: float | None = None
+    first_start: float | None = None
+    end: float | None = None
+    seg_start: float = 0.0
+    spot_s: float = 0.0
+    gained: float = 0.0
+    worked_s: float = 0.0
+    preemptions: int = 0
+    fallbacks: int = 0
+    upgrades: int = 0
+    batched: int = 0
+    cost: float = 0.0
+    meter: _Meter | None = None
+    cluster: _Cluster | None = None
+    held: bool = False
+    held_at: tuple[float, float] = (0.0, 0.0)  # budget headroom and claims ahead when held
+    options: list[Candidate] | None = None
+    # before a shape is chosen: the least nodes it needs, the least work it is predicted
+    least_nodes: int = field(init=False)
+    least_high_s: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.least_nodes = min(_nodes(key) for key in self.seen.shapes)
+        self.least_high_s = min(est.high_s for est in self.seen.shapes.values())
+
+    @property
+    def done_or_failed(self) -> bool:
+        return self.status in ("done", "cancelled", "stopped", "held", "failed")
+
+
+def _placement(cand: Candidate, fallback_after: int | None) -> Placement:
+    spot = cand.market == "spot"
+    return Placement(
+        cand.shape,
+        cand.offer.cloud,
+        cand.offer.region,
+        cand.market,
+        fallback_after if spot else None,
+    )
+
+
+class _Engine:
+    """The event loop and its handlers. One handler per event kind; shared state lives here
+    because every event touches the same fleet, budgets and queue."""
+
+    def __init__(
+        self, jobset: JobSet, catalog: Catalog, policy: Policy, settings: SimulationSettings
+    ) -> None:
+        self.catalog = catalog
+        self.policy = policy
+        self.settings = settings
+        self.fleet = settings.fleet
+        self.ctx = ChoiceContext(
+            catalog,
+            settings.startup_s,
+            settings.preemption_multiplier,
+            settings.seed,
+            settings.fallback_after,
+        )
+        self.hard = settings.budget_mode == "hard"
+        self.ledger = Ledger({b.name: b for b in jobset.budgets})
+        self.runs = {
+            job.job_id: _Run(job, seen_job(job, settings, policy.sees_truth)) for job in jobset.jobs
+        }
+        self.dependents: dict[str, list[str]] = {job.job_id: [] for job in jobset.jobs}
+        for job in jobset.jobs:
+            for dep in job.depends_on:
+                self.dependents[dep].append(job.job_id)
+        self.heap: list[tuple[float, int, str, str, int]] = []
+        self.seq = 0
+        self.log: list[LogEntry] = []
+        self.clusters: dict[str, _Cluster] = {}
+        self.cluster_seq = 0
+        self.spent_by_account: dict[str, float] = {}
+        self.idle_cost = 0.0
+        self.budget_holds = 0
+        self.windows_scheduled: set[float] = set()
+        self.idle_windows = 0
+        self.now = 0.0
+        # indexes by status, so an event costs what is queued or running, not the whole trace
+        self.queued: dict[str, _Run] = {}
+        self.running: dict[str, _Run] = {}
+        self.nodes_in_flight = 0
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def run(self) -> SimulationResult:
+        for run in self.runs.values():
+            self._push(run.job.submit, "arrive", run.job.job_id, 0)
+        handlers = {
+            "arrive": self._arrive,
+            "up": self._up,
+            "ckpt": self._checkpoint,
+            "complete": self._complete,
+            "preempt": self._preempt,
+            "check": self._check,
+            "reserve": self._reserve_more,
+            "expire": self._expire,
+            "window": self._window,
+        }
+        while self.heap:
+            # every event at the same instant is handled before the queue is dispatched, so
+            # simultaneous arrivals compete by priority, not by event order
+            t = self.heap[0][0]
+            self._accrue_all(t)
+            self.now = t
+            while self.heap and self.heap[0][0] == t:
+                _, _, kind, key, token = heapq.heappop(self.heap)
+                handlers[kind](key, token)
+            self._dispatch()
+        return self._result()
+
+    def _push(self, t: float, kind: str, key: str, token: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, key, token))
+
+    def _note(self, kind: str, run: _Run, detail: str = "") -> None:
+        self.log.append(LogEntry(self.now, kind, run.job.job_id, run.progress, run.saved, detail))
+
+    def _set(self, run: _Run, status: str) -> None:
+        """Change a run's status, keeping the queued and running indexes in step."""
+        for index, name in ((self.queued, "queued"), (self.running, "running")):
+            if status == name:
+                index[run.job.job_id] = run
+            else:
+                index.pop(run.job.job_id, None)
+        run.status = status
+
+    def _live(self, key: str, token: int) -> _Run | None:
+        run = self.runs[key]
+        return run if run.token == token and run.status == "running" else None
+
+    # --- arrivals and dependencies ------------------------------------------------------------
+
+    def _arrive(self, job_id: str, token: int) -> None:
+        run = self.runs[job_id]
+        if run.status != "pending":
+            return
+        self._set(run, "waiting")
+        self._note("arrive", run)
+        deps = [self.runs[d] for d in run.job.depends_on]
+        if all(d.status == "done" for d in deps):
+            self._ready(run)
+
+    def _ready(self, run: _Run) -> None:
+        self._set(run, "queued")
+        run.ready_at = self.now
+        self._note("ready", run)
+
+    def _finished(self, run: _Run) -> None:
+        for dep_id in self.dependents[run.job.job_id]:
+            dep = self.runs[dep_id]
+            if run.status != "done":
+                self._cancel(dep, f"dependency {run.job.job_id} {run.status}")
+            elif dep.status == "waiting" and all(
+                self.runs[d].status == "done" for d in dep.job.depends_on
+            ):
+                self._ready(dep)
+
+    def _cancel(self, run: _Run, why: str) -> None:
+        if run.done_or_failed or run.status == "running":
+            return
+        self._set(run, "cancelled")
+        run.token += 1
+        self._note("cancel", run, why)
+        self._finished(run)
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        if not self.queued or not self._room_for_any():
+            return
+        order = ORDERS[self.policy.order]
+        shares = {
+            account: self.ledger.share(account, self.spent_by_account)
+            for account in {r.job.account for r in self.queued.values()}
+        }
+        keyed = [
+            (order(r.seen, self.now, self._work_s(r), shares[r.job.account]), r)
+            for r in self.queued.values()
+        ]
+        claimed: Claims = {}
+        for _, run in sorted(keyed, key=lambda kr: kr[0]):
+            if run.cand is None:
+                self._choose(run)
+            outcome = self._try_start(run, claimed)
+            if outcome == "blocked":
+                break
+
+    def _room_for_any(self) -> bool:
+        """Whether any queued job could get nodes now (a full fleet skips the dispatch)."""
+        idle = any(c.job_id is None for c in self.clusters.values())
+        free = self.fleet.max_nodes - self.nodes_in_flight
+        return idle or any(free >= self._nodes_needed(r) for r in self.queued.values())
+
+    def _nodes_needed(self, run: _Run) -> int:
+        return run.least_nodes if run.cand is None else run.cand.shape.nodes
+
+    def _choose(self, run: _Run) -> None:
+        place = self.policy.choose(run.seen, self.now, self.ctx)
+        run.cand = self._candidate(run, place)
+        run.fallback_after = place.fallback_after
+
+    def _candidate(self, run: _Run, place: Placement) -> Candidate:
+        for cand in self._options(run):
+            offer = cand.offer
+            if (cand.shape, offer.cloud, offer.region, cand.market) == (
+                place.shape,
+                place.cloud,
+                place.region,
+                place.market,
+            ):
+                return cand
+        raise ScheduleError(
+            f"policy {self.policy.name} chose {place.shape.key} in {place.cloud}/"
+            f"{place.region}, which is not one of its shapes and offers",
+            run.job.job_id,
+        )
+
+    def _options(self, run: _Run) -> list[Candidate]:
+        if run.options is None:
+            run.options = candidates(run.seen, self.catalog)
+        return run.options
+
+    def _work_s(self, run: _Run) -> float:
+        if run.cand is not None:
+            return (1.0 - run.saved) * run.cand.estimate.high_s
+        return run.least_high_s
+
+    def _try_start(self, run: _Run, claimed: Claims) -> str:
+        """Start ``run`` if the fleet and its budgets allow: "started", "held" (budget; later
+        jobs may still start) or "blocked" (no room; nothing behind it starts)."""
+        assert run.cand is not None
+        warm = self._warm_for(run)
+        release: list[_Cluster] = []
+        if warm is not None:
+            options = [self._candidate(run, _placement(warm.cand, run.fallback_after))]
+        else:
+            room = room_from_idle(run.cand.shape.nodes, self._in_flight(), self._idle(), self.fleet)
+            if room is None:
+                return "blocked"
+            release = [self.clusters[w.name] for w in room]
+            options = self._budget_options(run, run.cand)
+        admitted = self._admit(run, options, warm is not None, claimed)
+        if admitted is None:
+            return "held"
+        for cluster in release:
+            self._release_cluster(cluster)
+        self._start(run, admitted[0], warm, admitted[1])
+        return "started"
+
+    def _admit(
+        self, run: _Run, options: list[Candidate], warm: bool, claimed: Claims
+    ) -> tuple[Candidate, float] | None:
+        """The first option every budget of the run can reserve the worst case of (with room
+        left for held jobs of higher tiers), and the reservation; ``None``: held."""
+        names = self.ledger.charged_to(run.job)
+        if not self.hard or not names:
+            return options[0], math.inf
+        prio = run.job.priority
+        ahead = sum(sum(claimed.get(n, [])[:prio]) for n in names)
+        room = self.ledger.headroom(names, self.now)
+        if run.held and room <= run.held_at[0] + EPS and ahead >= run.held_at[1] - EPS:
+            self._hold(run, names, options[0], claimed)  # nothing freed since: still held
+            return None
+        for option in options:
+            need = self._worst(run, option, warm)
+            if need + ahead <= room + EPS and self.ledger.reserve(names, need, self.now):
+                if option is not options[0]:
+                    run.fallback_after = None
+                    self._note("to-spot", run, "budget near its cap")
+                return option, need
+        run.held_at = (room, ahead)
+        self._hold(run, names, options[0], claimed)
+        return None
+
+    def _budget_options(self, run: _Run, cand: Candidate) -> list[Candidate]:
+        """The run's own candidate, then (P2/P3 on-demand only) the same shape on spot."""
+        if run.job.priority < 2 or cand.market != "on-demand":
+            return [cand]
+        spot = [c for c in self._options(run) if c.market == "spot" and c.shape == cand.shape]
+        return [cand, *sorted(spot, key=hourly_usd)[:1]]
+
+    def _hold(self, run: _Run, names: tuple[str, ...], cand: Candidate, claimed: Claims) -> None:
+        """Keep a job queued for budget: it claims its expected cost ahead of lower tiers and
+        is retried when reservations free up or a new budget period begins."""
+        expected = hourly_usd(cand) * (self.settings.startup_s + cand.estimate.p50_s) / 3600
+        for name in names:
+            claimed.setdefault(name, [0.0] * len(TIERS))[run.job.priority] += expected
+        if not run.held:
+            run.held = True
+            self.budget_holds += 1
+            self._note("hold", run, "budget")
+        need = self._worst(run, cand, False)
+        if any(need > self.ledger.budgets[n].usd + EPS for n in names):
+            self._give_up(run)
+            return
+        if self.idle_windows >= 2:
+            return
+        for name in names:
+            period = self.ledger.budgets[name].period_s
+            nxt = (window(self.now, period) + 1) * period
+            if nxt not in self.windows_scheduled:
+                self.windows_scheduled.add(nxt)
+                self._push(nxt, "window", name, 0)
+
+    def _give_up(self, run: _Run) -> None:
+        self._set(run, "held")
+        run.token += 1
+        self._note("hold", run, "worst-case cost exceeds the budget cap")
+        self._finished(run)
+
+    def _worst(self, run: _Run, cand: Candidate, warm: bool) -> float:
+        """The attempt's worst case: its remaining work's high estimate on ``cand``, start-up
+        (none on a warm cluster), and on spot the restarts of a 95 % preemption allowance."""
+        startup = 0.0 if warm else self.settings.startup_s
+        work = (1.0 - run.saved) * cand.estimate.high_s
+        allowance = preemption_allowance(self._rate_per_s(cand) * (startup + work))
+        return worst_case_usd(work, hourly_usd(cand), startup, run.job.checkpoint, allowance)
+
+    def _rate_per_s(self, cand: Candidate) -> float:
+        if cand.market != "spot":
+            return 0.0
+        per_h = cand.offer.interruptions_per_h * cand.shape.nodes
+        return per_h * self.settings.preemption_multiplier / 3600
+
+    # --- fleet ------------------------------------------------------------------------------
+
+    def _in_flight(self) -> int:
+        return self.nodes_in_flight
+
+    def _idle(self) -> list[WarmCluster]:
+        return [c.warm() for c in self.clusters.values() if c.job_id is None]
+
+    def _warm_for(self, run: _Run) -> _Cluster | None:
+        """An idle cluster to batch the run onto (same market, a shape it has an estimate
+        for), when cheaper than its own cluster's start-up and run."""
+        assert run.cand is not None
+        if self.fleet.idle_timeout_s <= 0:
+            return None
+        choices = []
+        for c in self.clusters.values():
+            est = run.seen.shapes.get(c.cand.shape.key)
+            if c.job_id is None and est is not None and c.cand.market == run.cand.market:
+                left = 1.0 - run.saved
+                rest = replace(est, p50_s=est.p50_s * left, high_s=est.high_s * left)
+                choices.append(WarmChoice(c.warm(), rest))
+        if not choices:
+            return None
+        own_s = self.settings.startup_s + (1.0 - run.saved) * run.cand.estimate.p50_s
+        ckpt = run.job.checkpoint
+        restore = ckpt.restore_s if ckpt is not None and run.saved > 0 else 0.0
+        picked = pick_warm(
+            choices, hourly_usd(run.cand) * own_s / 3600, self.now, run.job.deadline, restore
+        )
+        return None if picked is None else self.clusters[picked.name]
+
+    def _release_cluster(self, cluster: _Cluster) -> None:
+        if cluster.meter is not None:
+            self.idle_cost += self._close(cluster.meter)
+            cluster.meter = None
+        cluster.token += 1
+        if self.clusters.pop(cluster.cid, None) is not None:
+            self.nodes_in_flight -= cluster.nodes
+
+    def _free_cluster(self, run: _Run, keep_warm: bool) -> None:
+        """A job leaves its cluster: kept warm (if set and affordable) or released."""
+        cluster = run.cluster
+        run.cluster = None
+        if cluster is None:
+            return
+        cluster.job_id = None
+        cluster.idle_since = self.now
+        names = self.ledger.charged_to(run.job)
+        usd = idle_reservation_usd(cluster.hourly, self.fleet)
+        if not keep_warm or self.fleet.idle_timeout_s <= 0 or not self._reserve(names, usd):
+            self._release_cluster(cluster)
+            return
+        cluster.meter = _Meter(names, run.job.account, cluster.hourly, self.now, usd)
+        cluster.token += 1
+        self._push(self.now + self.fleet.idle_timeout_s, "expire", cluster.cid, cluster.token)
+
+    def _expire(self, cid: str, token: int) -> None:
+        cluster = self.clusters.get(cid)
+        if cluster is None or cluster.token != token or cluster.job_id is not None:
+            return
+        warm_nodes = sum(c.nodes for c in self.clusters.values() if c.job_id is None)
+        work_left = any(not r.done_or_failed for r in self.runs.values())
+        meter = cluster.meter
+        if work_left and meter and keep_past_timeout(cluster.warm(), warm_nodes, self.fleet):
+            usd = idle_reservation_usd(cluster.hourly, self.fleet)
+            if self._reserve(meter.names, usd):
+                meter.reserved += usd
+                self._push(self.now + self.fleet.idle_timeout_s, "expire", cid, token)
+                return
+        self._release_cluster(cluster)
+
+    # --- running a job ----------------------------------------------------------------------
+
+    def _start(self, run: _Run, cand: Candidate, warm: _Cluster | None, reserved: float) -> None:
+        true_s = run.job.shapes[cand.shape.key].true_s
+        if true_s is None:
+            raise ScheduleError(
+                f"policy {self.policy.name} chose shape {cand.shape.key!r}, which has no "
+                "true_s in the trace (the simulator needs the real runtime)",
+                run.job.job_id,
+            )
+        run.cand = cand
+        if warm is not None:
+            self.idle_cost += self._close(warm.meter) if warm.meter else 0.0
+            warm.meter = None
+            warm.token += 1
+            warm.job_id = run.job.job_id
+            run.batched += 1
+            run.cluster = warm
+        else:
+            run.cluster = self._new_cluster(cand, run.job.job_id)
+        self._begin(run, warm is None, reserved)
+
+    def _new_cluster(self, cand: Candidate, job_id: str) -> _Cluster:
+        self.cluster_seq += 1
+        cid = f"c{self.cluster_seq}"
+        self.clusters[cid] = _Cluster(cid, cand, hourly_usd(cand), job_id)
+        self.nodes_in_flight += cand.shape.nodes
+        return self.clusters[cid]
+
+    def _begin(self, run: _Run, cold: bool, reserved: float) -> None:
+        assert run.cand is not None and run.cluster is not None
+        self._set(run, "running")
+        run.held = False
+        self.idle_windows = 0
+        run.token += 1
+        run.attempt += 1
+        run.seg_start = self.now
+        run.progress = run.saved
+        if run.first_start is None:
+            run.first_start = self.now
+        names = self.ledger.charged_to(run.job)
+        run.meter = _Meter(names, run.job.account, run.cluster.hourly, self.now, reserved)
+        self._note("start", run, self._describe(run, cold))
+        ckpt = run.job.checkpoint
+        restore = ckpt.restore_s if ckpt is not None and run.saved > 0 else 0.0
+        run.phase, run.phase_start = "up", self.now
+        self._push(
+            self.now + (self.settings.startup_s if cold else 0.0) + restore,
+            "up",
+            run.job.job_id,
+            run.token,
+        )
+        rate = self._rate_per_s(run.cand)
+        if rate > 0:
+            u = random.Random(f"{self.settings.seed}/{run.job.job_id}/{run.attempt}").random()
+            self._push(self.now - math.log(1.0 - u) / rate, "preempt", run.job.job_id, run.token)
+        self._schedule_reserve(run)
+
+    def _describe(self, run: _Run, cold: bool) -> str:
+        assert run.cand is not None
+        c = run.cand
+        where = f"{c.shape.key} {c.offer.cloud}/{c.offer.region} {c.market}"
+        return where if cold else f"{where} warm"
+
+    def _true_s(self, run: _Run) -> float:
+        assert run.cand is not None
+        true_s = run.job.shapes[run.cand.shape.key].true_s
+        assert true_s is not None
+        return true_s
+
+    def _up(self, job_id: str, token: int) -> None:
+        run = self._live(job_id, token)
+        if run is None:
+            return
+        run.phase, run.phase_start = "work", self.now
+        self._next_milestone(run)
+        if self.policy.runtime.upgrade and run.job.deadline is not None:
+            self._push(self.now + self.policy.runtime.check_every_s, "check", job_id, token)
+
+    def _next_milestone(self, run: _Run) -> None:
+        """Schedule the next checkpoint (work to its boundary, then the write) or completion."""
+        true_s = self._true_s(run)
+        ckpt = run.job.checkpoint
+        run.boundary = 1.0
+        if ckpt is not None:
+            done_s = run.progress * true_s
+            nxt = (math.floor(done_s / ckpt.interval_s + EPS) + 1) * ckpt.interval_s
+            if nxt < true_s - EPS:
+                run.boundary = nxt / true_s
+                at = self.now + nxt - done_s + ckpt.write_s
+                self._push(at, "ckpt", run.job.job_id, run.token)
+                return
+        self._push(self.now + (1.0 - run.progress) * true_s, "complete", run.job.job_id, run.token)
+
+    def _progress_now(self, run: _Run) -> float:
+        if run.phase != "work":
+            return run.progress
+        moved = (self.now - run.phase_start) / self._true_s(run)
+        return min(run.progress + moved, run.boundary)
+
+    def _advance(self, run: _Run, progress: float) -> None:
+        """Book work done since the phase started (for progress re-estimation)."""
+        if run.phase == "work" and progress > run.progress:
+            run.gained += progress - run.progress
+            run.worked_s += (progress - run.progress) * self._true_s(run)
+        run.progress = progress
+        run.phase_start = self.now
+
+    def _checkpoint(self, job_id: str, token: int) -> None:
+        run = self._live(job_id, token)
+        if run is None:
+            return
+        self._advance(run, run.boundary)
+        run.saved = run.progress
+        self._note("checkpoint", run)
+        self._next_milestone(run)
+
+    def _complete(self, job_id: str, token: int) -> None:
+        run = self._live(job_id, token)
+        if run is None:
+            return
+        self._advance(run, 1.0)
+        self._stop_run(run, "done", keep_warm=True)
+        self._note("complete", run)
+        self._finished(run)
+
+    def _stop_run(self, run: _Run, status: str, keep_warm: bool) -> None:
+        """End the run's current attempt: close its meter, leave its cluster."""
+        run.token += 1
+        self._set(run, status)
+        if run.meter is not None:
+            run.cost += self._close(run.meter)
+            run.meter = None
+        if run.cand is not None and run.cand.market == "spot":
+            run.spot_s += self.now - run.seg_start
+        if status in ("done", "stopped", "failed"):
+            run.end = self.now
+        self._free_cluster(run, keep_warm)
+
+    def _preempt(self, job_id: str, token: int) -> None:
+        run = self._live(job_id, token)
+        if run is None:
+            return
+        self._advance(run, self._progress_now(run))
+        run.preemptions += 1
+        self._note("preempt", run, "work since the last checkpoint is lost")
+        run.progress = run.saved
+        if run.preemptions >= self.settings.max_preemptions:
+            self._stop_run(run, "failed", keep_warm=False)
+            self._note("fail", run, f"given up after {run.preemptions} preemptions")
+            self._finished(run)
+            return
+        self._stop_run(run, "queued", keep_warm=False)
+        assert run.cand is not None
+        place = _placement(run.cand, run.fallback_after)
+        if should_fall_back(place, run.preemptions, run.spot_s, self.policy.runtime):
+            run.cand = self._on_demand(run, run.cand)
+            run.fallback_after = None
+            run.fallbacks += 1
+            self._note("fallback", run, self._describe(run, True))
+
+    def _on_demand(self, run: _Run, cand: Candidate) -> Candidate:
+        return Candidate(cand.shape, cand.estimate, cand.offer, "on-demand")
+
+    def _check(self, job_id: str, token: int) -> None:
+        """Deadline-aware upgrade: re-estimate the rest from progress; move if at risk."""
+        run = self._live(job_id, token)
+        if run is None or run.upgrades >= self.policy.runtime.max_upgrades:
+            return
+        assert run.cand is not None
+        self._advance(run, self._progress_now(run))
+        rest = remaining_high_s(run.cand.estimate, run.progress, run.gained, run.worked_s)
+        ckpt = run.job.checkpoint
+        rest_wall = wall_s(rest, ckpt)
+        projected = (
+            self.now
+            + rest_wall
+            + expected_loss_s(self._rate_per_s(run.cand), rest_wall, self.settings.startup_s, ckpt)
+        )
+        scale = rest / max((1.0 - run.progress) * run.cand.estimate.high_s, EPS)
+        resume = Resume(run.cand, run.saved, self.settings.startup_s, max(scale, 1.0))
+        target = upgrade_choice(
+            self.now, run.job.deadline, projected, self._options(run), resume, ckpt
+        )
+        if target is not None and self._can_move(run, target):
+            self._move(run, target)
+        else:
+            self._push(self.now + self.policy.runtime.check_every_s, "check", job_id, token)
+
+    def _can_move(self, run: _Run, target: Candidate) -> bool:
+        names = self.ledger.charged_to(run.job)
+        if not self.hard or not names or run.meter is None:
+            return True
+        need = self._worst(run, target, False)
+        return need <= self.ledger.headroom(names, self.now) + run.meter.reserved + EPS
+
+    def _move(self, run: _Run, target: Candidate) -> None:
+        run.progress = run.saved
+        self._stop_run(run, "queued", keep_warm=False)
+        run.cand, run.fallback_after = target, None
+        run.gained = run.worked_s = 0.0
+        run.upgrades += 1
+        self._note("upgrade", run, self._describe(run, True))
+
+    # --- budgets ------------------------------------------------------------------------------
+
+    def _reserve(self, names: tuple[str, ...], usd: float) -> bool:
+        if not self.hard or not names:
+            return True
+        return self.ledger.reserve(names, usd, self.now)
+
+    def _accrue(self, meter: _Meter, t: float) -> float:
+        if t <= meter.since:
+            return 0.0
+        cost = meter.hourly * (t - meter.since) / 3600.0
+        if meter.names:
+            self.ledger.charge(meter.names, meter.hourly, meter.since, t)
+            if self.hard:
+                self.ledger.release(meter.names, min(cost, meter.reserved))
+        meter.reserved -= cost
+        meter.total += cost
+        meter.since = t
+        self.spent_by_account[meter.account] = self.spent_by_account.get(meter.account, 0.0) + cost
+        return cost
+
+    def _accrue_all(self, t: float) -> None:
+        for run in self.running.values():
+            if run.meter is not None:
+                self._accrue(run.meter, t)
+        for cluster in self.clusters.values():
+            if cluster.meter is not None:
+                self._accrue(cluster.meter, t)
+
+    def _close(self, meter: _Meter) -> float:
+        """Settle a meter now: pay to now, give back what is left of its reservation."""
+        self._accrue(meter, self.now)
+        if self.hard and meter.names and math.isfinite(meter.reserved):
+            self.ledger.release(meter.names, max(meter.reserved, 0.0))
+        meter.reserved = 0.0
+        return meter.total
+
+    def _schedule_reserve(self, run: _Run) -> None:
+        meter = run.meter
+        if meter is None or not self.hard or not meter.names or not math.isfinite(meter.reserved):
+            return
+        if meter.hourly > 0:
+            at = meter.since + max(meter.reserved, 0.0) * 3600.0 / meter.hourly
+            self._push(at, "reserve", run.job.job_id, run.token)
+
+    def _reserve_more(self, job_id: str, token: int) -> None:
+        """The run used up its reservation: reserve its re-estimated rest, or stop it."""
+        run = self._live(job_id, token)
+        if run is None or run.meter is None:
+            return
+        assert run.cand is not None
+        self._advance(run, self._progress_now(run))
+        rest = remaining_high_s(run.cand.estimate, run.progress, run.gained, run.worked_s)
+        need = max(
+            worst_case_usd(
+                rest, run.cluster.hourly if run.cluster else 0.0, 0.0, run.job.checkpoint
+            ),
+            run.meter.hourly * 60.0 / 3600.0,
+        )
+        if self.ledger.reserve(run.meter.names, need, self.now):
+            run.meter.reserved += need
+            self._schedule_reserve(run)
+            return
+        self._stop_run(run, "stopped", keep_warm=False)
+        self._note("stop", run, "its budget's cap would be crossed")
+        self._finished(run)
+
+    def _window(self, name: str, token: int) -> None:
+        """A budget period begins: held jobs are retried by the dispatch that follows (two
+        periods in a row with nothing running and nothing admitted end the retries)."""
+        if not self.running:
+            self.idle_windows += 1
+
+    # --- the result ---------------------------------------------------------------------------
+
+    def _result(self) -> SimulationResult:
+        for run in self.runs.values():
+            if run.status == "queued":
+                self._set(run, "held")
+                self._note("hold", run, "never admitted before the trace ended")
+            elif run.status in ("pending", "waiting"):
+                self._set(run, "cancelled")
+                self._note("cancel", run, "a dependency never finished")
+        records = tuple(self._record(run) for run in self.runs.values())
+        summary = summarize(
+            self.policy.name,
+            records,
+            self.idle_cost,
+            self.ledger.overrun_usd(),
+            self.budget_holds,
+        )
+        return SimulationResult(
+            self.policy.name,
+            records,
+            tuple(self.log),
+            summary,
+            spend_by_budget(self.ledger.spent),
+        )
+
+    def _record(self, run: _Run) -> JobRecord:
+        status: Status = run.status  # type: ignore[assignment]
+        where = ""
+        if run.cand is not None:
+            c = run.cand
+            where = f"{c.shape.key} {c.offer.cloud}/{c.offer.region} {c.market}"
+        return JobRecord(
+            job_id=run.job.job_id,
+            tier=run.job.tier,
+            account=run.job.account,
+            submit=run.job.submit,
+            deadline=run.job.deadline,
+            status=status,
+            ready_at=run.ready_at,
+            first_start=run.first_start,
+            end=run.end,
+            cost_usd=run.cost,
+            placement=where,
+            preemptions=run.preemptions,
+            fallbacks=run.fallbacks,
+            upgrades=run.upgrades,
+            batched=run.batched,
+        )
