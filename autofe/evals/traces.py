@@ -26,8 +26,9 @@ A trace replays the points as a stream of job requests (:func:`build_trace`):
   one period spanning the whole trace: static provisioning of the middle-priced shape overruns
   it wherever that shape costs more, a policy that chooses well or uses spot fits.
 
-Start-up defaults to the simulator's (300 s, the order of an EMR or Databricks job cluster's
-start), so a deadline counts the start-up the simulated world charges.
+Start-up defaults to the simulator's (:class:`SimulationSettings`, 300 s: the order of an EMR
+or Databricks job cluster's start), so a deadline counts the start-up the simulated world
+charges.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from autofe.pipelines.train import feature_matrix
 from autofe.scheduler.catalog import Catalog
 from autofe.scheduler.jobfile import Budget, JobSet
 from autofe.scheduler.jobs import Checkpointing, Estimate, JobRequest, Shape, Tier
+from autofe.scheduler.simulate import SimulationSettings
 from autofe.warehouse.connect import open_warehouse
 
 MAPPINGS = Path(__file__).resolve().parents[2] / "examples" / "mappings"
@@ -83,7 +85,7 @@ class TraceSettings:
 
     seed: int = 0
     slack: float = DEADLINE_FACTOR
-    startup_s: float = 300.0
+    startup_s: float = SimulationSettings.startup_s
     min_jobs: int = 300
     concurrency: float = 4.0
     tiers: tuple[tuple[Tier, float], ...] = (("P0", 0.1), ("P1", 0.2), ("P2", 0.4), ("P3", 0.3))

@@ -27,6 +27,7 @@ from autofe.evals.traces import (
 from autofe.scheduler.catalog import Catalog, load_catalog
 from autofe.scheduler.jobfile import JobSet, read_jobs, write_jobs
 from autofe.scheduler.jobs import Estimate, JobRequest, Shape
+from autofe.scheduler.simulate import SimulationSettings, simulate
 
 SETTINGS = TraceSettings(min_jobs=120)
 runner = CliRunner()
@@ -129,6 +130,21 @@ def test_deadlines_are_reachable_by_the_fastest_shape_with_the_slack(
             own = SETTINGS.slack * (_fastest(job) + SETTINGS.startup_s)
             assert job.deadline - job.submit >= own - 1e-3
         assert any(job.depends_on for job in jobs.jobs)
+
+
+@pytest.mark.parametrize("source", ["lab", "c3o", "scout", "cherrypick"])
+def test_in_the_simulator_perfect_knowledge_meets_every_unchained_deadline(
+    traces: dict[str, tuple[JobSet, Path]], catalog: Catalog, source: str
+) -> None:
+    """The trace's start-up is the simulator's, so a deadline the fastest shape can make is
+    one the oracle makes (without preemptions; a chained job may inherit an upstream job's
+    use of its own slack)."""
+    jobs = traces[source][0]
+    assert SETTINGS.startup_s == SimulationSettings().startup_s
+    result = simulate(jobs, catalog, "oracle", SimulationSettings(preemption_multiplier=0.0))
+    chained = {j.job_id for j in jobs.jobs if j.depends_on}
+    assert all(r.met_deadline for r in result.jobs if r.job_id not in chained)
+    assert result.summary.budget_overrun_usd == 0.0
 
 
 def test_the_mix_of_tiers_accounts_checkpoints_and_chains(
