@@ -235,6 +235,9 @@ def simulate(
     max_nodes: Annotated[
         int | None, typer.Option("--max-nodes", help="Fleet limit on nodes in flight.")
     ] = None,
+    budget_mode: Annotated[
+        str, typer.Option("--budget-mode", help="hard: budgets are caps; off: only reported.")
+    ] = "hard",
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write a cost-vs-attainment PNG here.")
     ] = None,
@@ -260,7 +263,10 @@ def simulate(
     jobset = read_jobs(trace, offers)
     fleet = FleetSettings() if max_nodes is None else FleetSettings(max_nodes=max_nodes)
     settings = SimulationSettings(
-        seed=seed, preemption_multiplier=preemption_multiplier, fleet=fleet
+        seed=seed,
+        preemption_multiplier=preemption_multiplier,
+        fleet=fleet,
+        budget_mode=budget_mode,  # type: ignore[arg-type]  # validated by the settings
     )
     results = simulate_all(jobset, offers, names, settings)
     if plot is not None:

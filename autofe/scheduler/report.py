@@ -210,14 +210,16 @@ def plot_cost_vs_attainment(results: Sequence[SimulationResult], path: Path) -> 
     except ImportError:
         raise ConfigError("the plot needs matplotlib: pip install 'autofe[lab]'") from None
     fig, ax = plt.subplots(figsize=(6, 4))
-    for result in results:
+    for i, result in enumerate(results):
         s = result.summary
         share = 100.0 * (s.attainment if s.attainment is not None else 1.0)
         ax.scatter([s.total_cost_usd], [share])
+        # labels alternate above and below their points, so close policies stay readable
+        below = (4, -12) if i % 2 else (4, 5)
         ax.annotate(
             result.policy,
             (s.total_cost_usd, share),
-            xytext=(4, 4),
+            xytext=below,
             fontsize=8,
             textcoords="offset points",
         )

@@ -189,3 +189,22 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert out.exit_code == EXIT_USER_ERROR and "job 'no-truth'" in out.output
     bad = runner.invoke(app, ["schedule", "simulate", "--trace", str(trace), "--policy", "cheap"])
     assert bad.exit_code == EXIT_USER_ERROR and "unknown policy 'cheap'" in bad.output
+
+
+def test_cli_world_options_reach_the_simulation(
+    sort_trace: JobSet, catalog: Catalog, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace.json"
+    write_jobs(trace, sort_trace.jobs, sort_trace.budgets, sort_trace.source)
+    args = ["--policy", "greedy", "--seed", "4", "--preemption-multiplier", "5000"]
+    args += ["--max-nodes", "16", "--budget-mode", "off", "--json"]
+    out = runner.invoke(app, ["schedule", "simulate", "--trace", str(trace), *args])
+    assert out.exit_code == 0, out.output
+    world = SimulationSettings(
+        seed=4,
+        preemption_multiplier=5000.0,
+        fleet=replace(SimulationSettings().fleet, max_nodes=16),
+        budget_mode="off",
+    )
+    direct = simulate(sort_trace, catalog, "greedy", world)
+    assert json.loads(out.output) == [json.loads(json.dumps(result_dict(direct)))]
