@@ -16,8 +16,9 @@ A trace replays the points as a stream of job requests (:func:`build_trace`):
   average ``concurrency`` jobs' worth of work overlap, whatever the dataset's runtime scale;
 - tiers and accounts are drawn from seeded mixes (:class:`TraceSettings`);
 - deadline = ready + ``slack`` × (fastest true runtime among the point's shapes + start-up),
-  where ready is the submit time or, in a chain, the earliest its predecessor can finish: the
-  fastest shape started at once always makes it;
+  where ready is the submit time or, in a chain, its predecessor's deadline (each stage of a
+  pipeline gets its own slot): the fastest shape started when the job is ready always makes
+  it, and a predecessor that meets its own deadline leaves the job all of its slack;
 - some chains of consecutive arrivals depend on each other (one account's pipeline, one tier);
 - a share of jobs checkpoints every tenth of its fastest predicted median (at least 60 s),
   a write costs 5 % of the interval and a restore two writes;
@@ -274,15 +275,17 @@ def _chained(
 def _with_deadlines(
     jobs: list[JobRequest], order: Sequence[Point], settings: TraceSettings
 ) -> list[JobRequest]:
-    """Deadline = ready + slack × (fastest + start-up); ready waits for the predecessor's
-    earliest possible finish (its fastest shape started on arrival)."""
-    earliest: dict[str, float] = {}
+    """Deadline = ready + slack × (fastest + start-up); a chained job is ready at its
+    predecessor's deadline. (Readiness at the predecessor's *earliest* finish made deadline
+    sets no per-job plan could meet: an upstream job on time but using its slack left the
+    downstream one too little, and even perfect knowledge missed; docs/scheduler.md.)"""
+    deadlines: dict[str, float] = {}
     out = []
     for job, point in zip(jobs, order, strict=True):
-        ready = max([job.submit, *(earliest[d] for d in job.depends_on)])
+        ready = max([job.submit, *(deadlines[d] for d in job.depends_on)])
         need = point.fastest_s + settings.startup_s
-        earliest[job.job_id] = ready + need
-        out.append(replace(job, deadline=round(ready + settings.slack * need, 3)))
+        deadlines[job.job_id] = round(ready + settings.slack * need, 3)
+        out.append(replace(job, deadline=deadlines[job.job_id]))
     return out
 
 
