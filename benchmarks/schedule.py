@@ -265,10 +265,15 @@ def _plot(runs: dict[str, list[SimulationResult]], path: Path) -> None:
     fig, axes = plt.subplots(1, len(runs), figsize=(3.2 * len(runs), 3.4), sharey=True)
     for ax, (name, results) in zip(list(getattr(axes, "flat", [axes])), runs.items(), strict=True):
         base = _static(results).summary.total_cost_usd
-        for r in results:
-            x, y = r.summary.total_cost_usd / base, 100 * (r.summary.attainment or 0.0)
+        spots: dict[tuple[float, float], list[str]] = {}
+        for r in results:  # policies on the same spot share one label
+            xy = (round(r.summary.total_cost_usd / base, 3), 100 * (r.summary.attainment or 0.0))
+            spots.setdefault(xy, []).append(r.policy)
+        for i, ((x, y), names) in enumerate(sorted(spots.items())):
             ax.scatter([x], [y], s=18)
-            ax.annotate(r.policy, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=7)
+            offset = (4, 4 if i % 2 == 0 else -10)  # alternate so close neighbours stay legible
+            text = ", ".join(names)
+            ax.annotate(text, (x, y), xytext=offset, textcoords="offset points", fontsize=7)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("cost / static", fontsize=8)
         ax.grid(alpha=0.3)
