@@ -7,6 +7,13 @@ what grows the fleet. Scale-in is by idle timeout: a freed cluster stays warm fo
 ``idle_timeout_s`` (paid), then is released, down to zero, or down to ``min_nodes`` warm nodes
 while work remains. Short jobs are *batched* onto a warm cluster of a shape they can run on
 when that costs less than paying a start-up for their own cluster (:func:`pick_warm`).
+
+Policies that keep a warm pool (the planner's, the oracle's) default the idle timeout to the
+start-up time (:func:`idle_timeout`): the ski-rental break-even, where a cluster idles for at
+most what a fresh start-up of it would cost. They keep a freed cluster warm only while jobs
+that would batch onto it arrive faster than one per start-up (:func:`worth_keeping`): with
+Poisson arrivals that is exactly when the start-ups saved outweigh the idle time paid, whatever
+the timeout. Baselines default to no warm clusters (a job cluster each).
 """
 
 from __future__ import annotations
@@ -27,12 +34,16 @@ class FleetSettings:
         max_nodes: nodes in flight at most (default: cloud elasticity, effectively unbounded).
         min_nodes: warm nodes kept through idle timeouts while jobs remain unfinished.
         idle_timeout_s: how long a freed cluster stays warm for the next job (0: scale to zero
-            as soon as a job ends, every job pays its own start-up).
+            as soon as a job ends, every job pays its own start-up); ``None`` (default): the
+            policy's own (:func:`idle_timeout`), kept only when :func:`worth_keeping`.
+        rate_window_s: how far back the policy's default counts the jobs that would have
+            batched onto a freed cluster (their arrival rate decides whether to keep it).
     """
 
     max_nodes: int = 1_000_000
     min_nodes: int = 0
-    idle_timeout_s: float = 0.0
+    idle_timeout_s: float | None = None
+    rate_window_s: float = 3600.0
 
     def __post_init__(self) -> None:
         if self.max_nodes < 1 or self.min_nodes < 0 or self.min_nodes > self.max_nodes:
@@ -40,10 +51,28 @@ class FleetSettings:
                 f"fleet: need 0 <= min_nodes <= max_nodes and max_nodes >= 1, "
                 f"got min {self.min_nodes}, max {self.max_nodes}"
             )
-        if self.idle_timeout_s < 0 or (self.min_nodes > 0 and self.idle_timeout_s == 0):
+        if self.rate_window_s <= 0:
+            raise ConfigError(f"fleet: rate_window_s must be > 0, got {self.rate_window_s}")
+        timeout = self.idle_timeout_s
+        if (timeout is not None and timeout < 0) or (self.min_nodes > 0 and not timeout):
             raise ConfigError(
-                "fleet: idle_timeout_s must be >= 0, and > 0 when min_nodes keeps nodes warm"
+                "fleet: idle_timeout_s must be >= 0, and set > 0 when min_nodes keeps nodes warm"
             )
+
+
+def idle_timeout(fleet: FleetSettings, keeps_warm: bool, startup_s: float) -> float:
+    """How long a freed cluster stays warm: the fleet's setting when given; else the start-up
+    time for a policy that keeps a warm pool (ski rental: idling longer than a start-up costs
+    more than starting afresh), 0 for one that does not.
+
+    >>> idle_timeout(FleetSettings(), True, 300.0), idle_timeout(FleetSettings(), False, 300.0)
+    (300.0, 0.0)
+    >>> idle_timeout(FleetSettings(idle_timeout_s=0.0), True, 300.0)
+    0.0
+    """
+    if fleet.idle_timeout_s is not None:
+        return fleet.idle_timeout_s
+    return startup_s if keeps_warm else 0.0
 
 
 @dataclass(frozen=True)
@@ -139,6 +168,19 @@ def pick_warm(
     return None if best is None else best[1]
 
 
+def worth_keeping(eligible: float, window_s: float, startup_s: float) -> bool:
+    """Whether a freed cluster is worth keeping warm, given ``eligible`` jobs that would have
+    batched onto it arrived in the last ``window_s`` seconds.
+
+    With jobs arriving at rate λ, idling up to a timeout τ costs E[min(T, τ)] = (1 − e^{−λτ})/λ
+    of node-time and saves a start-up S with probability 1 − e^{−λτ}: worth it iff λ·S > 1.
+
+    >>> worth_keeping(13, 3600.0, 300.0), worth_keeping(12, 3600.0, 300.0)
+    (True, False)
+    """
+    return window_s > 0 and eligible * startup_s > window_s
+
+
 def idle_reservation_usd(hourly_usd: float, fleet: FleetSettings) -> float:
     """What keeping a freed cluster warm for one idle timeout may cost (reserved up front so a
     budget cap holds even if nobody reuses it).
@@ -146,4 +188,5 @@ def idle_reservation_usd(hourly_usd: float, fleet: FleetSettings) -> float:
     >>> idle_reservation_usd(0.86, FleetSettings(idle_timeout_s=1800))
     0.43
     """
-    return hourly_usd * fleet.idle_timeout_s / 3600.0 if math.isfinite(hourly_usd) else math.inf
+    seconds = fleet.idle_timeout_s or 0.0
+    return hourly_usd * seconds / 3600.0 if math.isfinite(hourly_usd) else math.inf

@@ -11,7 +11,9 @@ the oracle's, which sees the truth.
 
 - ``autofe``: the planner's plan (:func:`~autofe.scheduler.plan.plan_job`: cheapest expected
   cost with P(deadline) ≥ the tier's target) + fallback after 2 preemptions (the planner's
-  placement) or more than one per spot hour, deadline-aware upgrade, checkpoint resume.
+  placement) or more than one per spot hour, deadline-aware upgrade, checkpoint resume; a
+  warm pool: freed clusters stay warm for the start-up time and short jobs are batched onto
+  them when that is cheaper than a start-up (:mod:`autofe.scheduler.fleet`).
 - ``static``: static on-demand allocation — the median-priced of the job's shapes (lower
   median by hourly price), on-demand, cheapest region.
 - ``spot-only``: the shape and region cheapest on spot by median run (start-up included),
@@ -22,7 +24,8 @@ the oracle's, which sees the truth.
 - ``fifo-worst``: FIFO order, the shape fastest by its high estimate, on-demand, cheapest
   region (worst-case provisioning).
 - ``oracle``: knows every true runtime: the cheapest placement whose true runtime, start-up
-  and expected preemption loss meet the deadline (else the fastest); same reactions as autofe.
+  and expected preemption loss meet the deadline (else the fastest); same reactions and warm
+  pool as autofe.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class Policy:
     order: Literal["priority", "fifo"] = "priority"
     runtime: RuntimePolicy = STATIC
     sees_truth: bool = False
+    keeps_warm: bool = False
+    """Whether freed clusters stay warm for the next job by default (see
+    :func:`~autofe.scheduler.fleet.idle_timeout`); baselines give each job its own cluster."""
 
 
 def hourly_usd(cand: Candidate) -> float:
@@ -167,12 +173,12 @@ REACTIVE = RuntimePolicy(fallback_rate_per_h=1.0, upgrade=True)
 POLICIES: Mapping[str, Policy] = {
     p.name: p
     for p in (
-        Policy("autofe", choose_planned, runtime=REACTIVE),
+        Policy("autofe", choose_planned, runtime=REACTIVE, keeps_warm=True),
         Policy("static", choose_static),
         Policy("spot-only", choose_spot_only),
         Policy("greedy", choose_greedy),
         Policy("fifo-worst", choose_fifo_worst, order="fifo"),
-        Policy("oracle", choose_known, runtime=REACTIVE, sees_truth=True),
+        Policy("oracle", choose_known, runtime=REACTIVE, sees_truth=True, keeps_warm=True),
     )
 }
 

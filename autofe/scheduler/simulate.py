@@ -38,24 +38,28 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from autofe.errors import ConfigError, ScheduleError
 from autofe.scheduler.catalog import Catalog
+from autofe.scheduler.duration import duration_quantile
 from autofe.scheduler.fleet import (
     FleetSettings,
     WarmChoice,
     WarmCluster,
     idle_reservation_usd,
+    idle_timeout,
     keep_past_timeout,
     pick_warm,
     room_from_idle,
+    worth_keeping,
 )
 from autofe.scheduler.jobfile import JobSet, check_dependencies
 from autofe.scheduler.jobs import TIERS, Estimate, JobRequest, Placement, Shape
-from autofe.scheduler.plan import Candidate, candidates
+from autofe.scheduler.plan import Candidate, PlanSettings, candidates
 from autofe.scheduler.policies import POLICIES, ChoiceContext, Policy, get_policy, hourly_usd
 from autofe.scheduler.queue import ORDERS, Ledger, preemption_allowance, window, worst_case_usd
 from autofe.scheduler.report import (
@@ -281,6 +285,12 @@ def _placement(cand: Candidate, fallback_after: int | None) -> Placement:
     )
 
 
+def _same_kind(cluster: Candidate, chosen: Candidate) -> bool:
+    """Whether a warm cluster can take a run placed on ``chosen``: same shape and market
+    (any region)."""
+    return (cluster.shape, cluster.market) == (chosen.shape, chosen.market)
+
+
 class _Engine:
     """The event loop and its handlers. One handler per event kind; shared state lives here
     because every event touches the same fleet, budgets and queue."""
@@ -291,7 +301,12 @@ class _Engine:
         self.catalog = catalog
         self.policy = policy
         self.settings = settings
-        self.fleet = settings.fleet
+        timeout = idle_timeout(settings.fleet, policy.keeps_warm, settings.startup_s)
+        self.fleet = replace(settings.fleet, idle_timeout_s=timeout)
+        self.idle_timeout_s = timeout
+        self.adaptive_warm = settings.fleet.idle_timeout_s is None
+        self.dispatched: deque[tuple[float, _Run]] = deque()  # chosen recently, for the rate
+        self.t0 = min((job.submit for job in jobset.jobs), default=0.0)
         self.ctx = ChoiceContext(
             catalog,
             settings.startup_s,
@@ -442,6 +457,7 @@ class _Engine:
         place = self.policy.choose(run.seen, self.now, self.ctx)
         run.cand = self._candidate(run, place)
         run.fallback_after = place.fallback_after
+        self.dispatched.append((self.now, run))
 
     def _candidate(self, run: _Run, place: Placement) -> Candidate:
         for cand in self._options(run):
@@ -575,17 +591,20 @@ class _Engine:
         return [c.warm() for c in self.clusters.values() if c.job_id is None]
 
     def _warm_for(self, run: _Run) -> _Cluster | None:
-        """An idle cluster to batch the run onto (same market, a shape it has an estimate
-        for), when cheaper than its own cluster's start-up and run."""
+        """An idle cluster to batch the run onto (the shape and market it was placed on),
+        when cheaper than its own cluster's start-up and run and still on time at the tier's
+        target quantile. Only the chosen shape: the chooser already weighed each shape's risk,
+        and picking among warm shapes by median would favour the most optimistic prediction."""
         assert run.cand is not None
-        if self.fleet.idle_timeout_s <= 0:
+        if self.idle_timeout_s <= 0:
             return None
         choices = []
         for c in self.clusters.values():
             est = run.seen.shapes.get(c.cand.shape.key)
-            if c.job_id is None and est is not None and c.cand.market == run.cand.market:
+            if c.job_id is None and est is not None and _same_kind(c.cand, run.cand):
                 left = 1.0 - run.saved
-                rest = replace(est, p50_s=est.p50_s * left, high_s=est.high_s * left)
+                high = duration_quantile(est, PlanSettings().target(run.job.tier))
+                rest = replace(est, p50_s=est.p50_s * left, high_s=high * left)
                 choices.append(WarmChoice(c.warm(), rest))
         if not choices:
             return None
@@ -615,12 +634,38 @@ class _Engine:
         cluster.idle_since = self.now
         names = self.ledger.charged_to(run.job)
         usd = idle_reservation_usd(cluster.hourly, self.fleet)
-        if not keep_warm or self.fleet.idle_timeout_s <= 0 or not self._reserve(names, usd):
+        keep = keep_warm and self.idle_timeout_s > 0 and self._worth_keeping(cluster)
+        if not keep or not self._reserve(names, usd):
             self._release_cluster(cluster)
             return
         cluster.meter = _Meter(names, run.job.account, cluster.hourly, self.now, usd)
         cluster.token += 1
-        self._push(self.now + self.fleet.idle_timeout_s, "expire", cluster.cid, cluster.token)
+        self._push(self.now + self.idle_timeout_s, "expire", cluster.cid, cluster.token)
+
+    def _worth_keeping(self, cluster: _Cluster) -> bool:
+        """An explicit idle timeout keeps every freed cluster; the policy default only one
+        that jobs chosen in the last ``rate_window_s`` would have batched onto often enough,
+        each such job counted as a share among the idle clusters it would also have taken."""
+        if not self.adaptive_warm:
+            return True
+        since = self.now - self.fleet.rate_window_s
+        while self.dispatched and self.dispatched[0][0] < since:
+            self.dispatched.popleft()
+        window = min(self.fleet.rate_window_s, self.now - self.t0)
+        idle = [c for c in self.clusters.values() if c.job_id is None and c is not cluster]
+        eligible = 0.0
+        for _, run in self.dispatched:
+            if self._would_batch(run, cluster):  # shared with the idle clusters it also fits
+                eligible += 1.0 / (1 + sum(self._would_batch(run, c) for c in idle))
+        return worth_keeping(eligible, window, self.settings.startup_s)
+
+    def _would_batch(self, run: _Run, cluster: _Cluster) -> bool:
+        """Whether ``run``, as first chosen, would have taken ``cluster`` had it been warm."""
+        est = run.seen.shapes.get(cluster.cand.shape.key)
+        if run.cand is None or est is None or not _same_kind(cluster.cand, run.cand):
+            return False
+        own = hourly_usd(run.cand) * (self.settings.startup_s + run.cand.estimate.p50_s) / 3600
+        return pick_warm([WarmChoice(cluster.warm(), est)], own, self.now, None) is not None
 
     def _expire(self, cid: str, token: int) -> None:
         cluster = self.clusters.get(cid)
@@ -633,7 +678,7 @@ class _Engine:
             usd = idle_reservation_usd(cluster.hourly, self.fleet)
             if self._reserve(meter.names, usd):
                 meter.reserved += usd
-                self._push(self.now + self.fleet.idle_timeout_s, "expire", cid, token)
+                self._push(self.now + self.idle_timeout_s, "expire", cid, token)
                 return
         self._release_cluster(cluster)
 

@@ -5,6 +5,8 @@ Prices are the shipped catalog's (AWS us-east-1, 2017 on-demand, Spot Advisor sp
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from autofe.errors import ConfigError
@@ -15,8 +17,10 @@ from autofe.scheduler.fleet import (
     WarmCluster,
     fits,
     idle_reservation_usd,
+    idle_timeout,
     pick_warm,
     room_from_idle,
+    worth_keeping,
 )
 from autofe.scheduler.jobfile import JobSet
 from autofe.scheduler.jobs import Estimate, JobRequest, Placement, Shape
@@ -24,6 +28,7 @@ from autofe.scheduler.policies import Policy, choose_static
 from autofe.scheduler.simulate import SimulationSettings, simulate
 
 STATIC = Policy("static", choose_static)
+WARM_STATIC = Policy("warm-static", choose_static, keeps_warm=True)
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +132,64 @@ def test_min_nodes_stay_warm_while_work_remains(catalog: Catalog) -> None:
         jobs, catalog, STATIC, SimulationSettings(fleet=FleetSettings(idle_timeout_s=600))
     )
     assert dropped.jobs[1].batched == 0 and dropped.jobs[1].end == pytest.approx(5900.0)
+
+
+def test_a_warm_pool_idles_for_a_start_up_and_only_when_jobs_come_faster_than_start_ups() -> None:
+    assert idle_timeout(FleetSettings(), keeps_warm=True, startup_s=300.0) == 300.0
+    assert idle_timeout(FleetSettings(), keeps_warm=False, startup_s=300.0) == 0.0
+    assert idle_timeout(FleetSettings(idle_timeout_s=60.0), keeps_warm=False, startup_s=300.0) == 60
+    # 12 jobs an hour that would batch: one per 300 s, no better than a start-up each
+    assert not worth_keeping(12, 3600.0, 300.0) and worth_keeping(12.5, 3600.0, 300.0)
+
+
+def test_the_planner_batches_short_jobs_by_default_and_static_gives_each_its_own_cluster(
+    catalog: Catalog,
+) -> None:
+    # a 40 s job every 60 s (the lab's regime: runs far shorter than the 300 s start-up)
+    jobs = JobSet(
+        tuple(
+            JobRequest(
+                f"s{i}",
+                i * 60.0,
+                {"m4.xlarge x2": Estimate(40, 32, 52, 40.0)},
+                deadline=i * 60.0 + 1200.0,
+            )
+            for i in range(20)
+        )
+    )
+    planned = simulate(jobs, catalog, "autofe")
+    static = simulate(jobs, catalog, "static")
+    assert planned == simulate(jobs, catalog, "autofe")  # deterministic
+    s = planned.summary
+    assert s.batched >= 10 and s.idle_cost_usd > 0 and s.attainment == 1.0
+    assert s.total_cost_usd == pytest.approx(
+        sum(r.cost_usd for r in planned.jobs) + s.idle_cost_usd
+    )
+    assert s.total_cost_usd < static.summary.total_cost_usd
+    assert static.summary.batched == 0 and static.summary.idle_cost_usd == 0.0
+    for r in planned.jobs:  # never waits for a warm cluster; batched runs skip the start-up
+        assert r.first_start == r.ready_at
+        assert (r.end or 0) - (r.first_start or 0) == pytest.approx(40.0 if r.batched else 340.0)
+
+
+def test_idle_node_time_of_the_default_pool_is_charged_in_full(catalog: Catalog) -> None:
+    # a, b, c end at 360 s; d arrives at 400 s. At 360 s, 3 jobs in 360 s would batch: a's
+    # cluster is kept (3 x 300 > 360), b's too (each job shared with a's: 1.5 x 300 > 360), c's
+    # not (1 x 300). d takes one at 400 s (40 s idle); the other idles its 300 s timeout; d's
+    # is kept at 460 s (4 jobs shared with one idle: 2 x 300 > 460) and idles 300 s.
+    jobs = JobSet((*(_job(n, 0.0, 60.0) for n in "abc"), _job("d", 400.0, 60.0)))
+    hourly = catalog.offers("m4.xlarge")[0].on_demand_usd_h * 2
+    result = simulate(jobs, catalog, WARM_STATIC)
+    assert [r.batched for r in result.jobs] == [0, 0, 0, 1]
+    assert result.summary.idle_cost_usd == pytest.approx(hourly * (40 + 300 + 300) / 3600)
+    assert result.jobs[3].cost_usd == pytest.approx(hourly * 60 / 3600)
+
+
+def test_a_warm_pool_stays_within_the_node_limit(catalog: Catalog) -> None:
+    jobs = JobSet(tuple(_job(f"s{i}", i * 30.0, 40.0) for i in range(10)))
+    result = simulate(
+        jobs, catalog, WARM_STATIC, SimulationSettings(fleet=FleetSettings(max_nodes=2))
+    )
+    spans = sorted((r.first_start or 0.0, r.end or 0.0) for r in result.jobs)
+    assert result.summary.done == 10 and result.summary.batched > 0
+    assert all(end <= nxt + 1e-9 for (_, end), (nxt, _) in itertools.pairwise(spans))

@@ -88,7 +88,7 @@ def traces(draw: st.DrawFn, with_budgets: bool, spread: int = 4000) -> JobSet:
 def worlds(draw: st.DrawFn, limits: tuple[int, ...] = (4, 8, 1_000_000)) -> SimulationSettings:
     fleet = FleetSettings(
         max_nodes=draw(st.sampled_from(limits)),
-        idle_timeout_s=draw(st.sampled_from((0.0, 600.0))),
+        idle_timeout_s=draw(st.sampled_from((0.0, 600.0, None))),
     )
     return SimulationSettings(
         seed=draw(st.integers(0, 5)),

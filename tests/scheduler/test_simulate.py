@@ -79,7 +79,8 @@ def test_every_policy_on_real_runtimes(sort_trace: JobSet, catalog: Catalog) -> 
         s = result.summary
         assert s.jobs == n and s.done == n, name
         assert s.budget_overrun_usd == 0.0 and result.spend_by_budget["etl"] <= 50.0, name
-        assert s.total_cost_usd == pytest.approx(sum(r.cost_usd for r in result.jobs))
+        jobs_usd = sum(r.cost_usd for r in result.jobs)
+        assert s.total_cost_usd == pytest.approx(jobs_usd + s.idle_cost_usd), name
     static = results["static"].summary.total_cost_usd
     assert results["autofe"].summary.total_cost_usd < static
     assert results["oracle"].summary.total_cost_usd <= results["autofe"].summary.total_cost_usd
