@@ -72,6 +72,8 @@ from autofe.warehouse.connect import open_warehouse
 MAPPINGS = Path(__file__).resolve().parents[2] / "examples" / "mappings"
 SOURCES = {"lab": "", "c3o": "c3o", "scout": "scout-multinode", "cherrypick": "cherrypick"}
 """Trace sources and the mapping each third-party one is ingested with."""
+TAIL_LEVEL = 0.99
+"""The second conformal level a third-party trace carries (:attr:`Estimate.high99_s`)."""
 MODEL_SEED = 0
 """The models' seed, #6's: a trace's own seed moves arrivals, never the predictions."""
 BY_PARAMETERS = frozenset({"c3o"})
@@ -114,18 +116,27 @@ class Point:
         return min(float(e.true_s or math.inf) for e in self.shapes.values())
 
 
-def estimate(option: Option) -> Estimate:
-    """An option's truth and prediction; the lower bound mirrors the upper one in log.
+def estimate(option: Option, high99_s: float | None = None) -> Estimate:
+    """An option's truth and prediction; the lower bound mirrors the upper one in log. A 99 %
+    bound, when given, is kept at least as high as the 90 % one.
 
     >>> estimate(Option("p", "c", 1.0, 90.0, 100.0, 200.0))
-    Estimate(p50_s=100.0, low_s=50.0, high_s=200.0, true_s=90.0)
+    Estimate(p50_s=100.0, low_s=50.0, high_s=200.0, true_s=90.0, high99_s=None)
+    >>> estimate(Option("p", "c", 1.0, 90.0, 100.0, 200.0), 150.0).high99_s
+    200.0
     """
     high = max(option.p90_high_s, option.p50_s)
-    return Estimate(option.p50_s, option.p50_s**2 / high, high, option.actual_s)
+    tail = None if high99_s is None else max(high99_s, high)
+    return Estimate(option.p50_s, option.p50_s**2 / high, high, option.actual_s, tail)
 
 
-def points_from_options(options: Iterable[Option], shape_of: Mapping[str, Shape]) -> list[Point]:
-    """Points with at least two shapes (a configuration to choose), by point name.
+def points_from_options(
+    options: Iterable[Option],
+    shape_of: Mapping[str, Shape],
+    high99: Mapping[tuple[str, str], float] | None = None,
+) -> list[Point]:
+    """Points with at least two shapes (a configuration to choose), by point name; ``high99``
+    gives a 99 % bound per (point, configuration) where the model has one.
 
     Configurations that share a shape (the lab's Spark-settings variants of one node type)
     become that shape's estimate of the one the model predicts fastest: what a user who can
@@ -137,8 +148,15 @@ def points_from_options(options: Iterable[Option], shape_of: Mapping[str, Shape]
         kept = cells.setdefault(o.point, {}).get(key)
         if kept is None or (o.p50_s, o.config) < (kept.p50_s, kept.config):
             cells[o.point][key] = o
+    tails = high99 or {}
     return [
-        Point(name, {key: estimate(o) for key, o in sorted(by_shape.items())})
+        Point(
+            name,
+            {
+                key: estimate(o, tails.get((o.point, o.config)))
+                for key, o in sorted(by_shape.items())
+            },
+        )
         for name, by_shape in sorted(cells.items())
         if len(by_shape) >= 2
     ]
@@ -165,16 +183,22 @@ def lab_points(db: Path, seed: int = 0) -> list[Point]:
 def third_party_points(db: Path, dataset: str, seed: int = 0) -> list[Point]:
     """A third-party dataset's points with #6's configuration-choice predictions: LightGBM on
     the raw columns and node-type facts, grouped 5-fold by configuration (the model never saw
-    the configuration it prices), 90 % split-conformal bound."""
+    the configuration it prices), 90 % split-conformal bound, and a 99 % one by the same code
+    for the tail the strictest tier reads (P0's 0.99)."""
     runs, groups = labelled_groups(db)
     data = build_dataset(runs, raw_values(db, CLUSTER_COLUMNS))
     folds = grouped_folds(groups.config, K, seed)
     p50 = out_of_fold(data, folds, seed)
     high = interval_highs(data, folds, groups.config, LEVEL, seed)
+    high99 = interval_highs(data, folds, groups.config, TAIL_LEVEL, seed)
     if dataset in BY_PARAMETERS:  # groups.point is job|parameters|config
         points = [p.rsplit("|", 1)[0] for p in groups.point]
         runs = [(r[0], p, r[2], r[3]) for r, p in zip(runs, points, strict=True)]
-    return points_from_options(choice_options(db, runs, groups, p50, high), config_shapes(db))
+    tails = {
+        (o.point, o.config): o.p90_high_s for o in choice_options(db, runs, groups, p50, high99)
+    }
+    options = choice_options(db, runs, groups, p50, high)
+    return points_from_options(options, config_shapes(db), tails)
 
 
 def build_trace(

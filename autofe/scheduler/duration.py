@@ -4,6 +4,12 @@ The model gives a median and a 90 % interval per shape; the planner needs probab
 ("finishes within 40 minutes") and samples to push through preemptions and restarts. A
 log-normal with the interval's median and spread (:attr:`Estimate.log_sigma`) gives both:
 durations are positive and right-skewed, as job runtimes are.
+
+Beyond the interval's upper end (the 95th percentile) that log-normal is an extrapolation, and
+the targets that matter most live there (P0: 0.99). When the estimate carries a calibrated
+99 % bound (:attr:`Estimate.high99_s`), the tail above the 95th percentile is a second
+log-normal piece through it: the quantile function is continuous and increasing, log-linear in
+the normal score on each side of z₉₅ (:func:`log_quantile`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,39 @@ from autofe.scheduler.jobs import Estimate
 
 FloatArray = npt.NDArray[np.float64]
 _STANDARD = NormalDist()
+Z95 = _STANDARD.inv_cdf(0.95)
+Z99 = _STANDARD.inv_cdf(0.99)
+
+
+def tail_sigma(estimate: Estimate) -> float:
+    """The log-spread above the 95th percentile: through the 99 % bound when given, else the
+    interval's own (one log-normal).
+
+    >>> round(tail_sigma(Estimate(600.0, 400.0, 900.0, high99_s=1800.0)), 4)
+    1.0171
+    >>> tail_sigma(Estimate(600.0, 400.0, 900.0)) == Estimate(600.0, 400.0, 900.0).log_sigma
+    True
+    """
+    sigma = estimate.log_sigma
+    if estimate.high99_s is None:
+        return sigma
+    knot = math.log(estimate.p50_s) + sigma * Z95
+    return max((math.log(estimate.high99_s) - knot) / (Z99 - Z95), 1e-6)
+
+
+def log_quantile(estimate: Estimate, z: float) -> float:
+    """log(duration) at normal score ``z``: the interval's log-normal up to z₉₅, the tail's
+    above it.
+
+    >>> est = Estimate(600.0, 400.0, 900.0, high99_s=1800.0)
+    >>> round(math.exp(log_quantile(est, Z99)), 6), round(math.exp(log_quantile(est, 0.0)), 6)
+    (1800.0, 600.0)
+    """
+    sigma = estimate.log_sigma
+    base = math.log(estimate.p50_s)
+    if z <= Z95:
+        return base + sigma * z
+    return base + sigma * Z95 + tail_sigma(estimate) * (z - Z95)
 
 
 def p_within(estimate: Estimate, seconds: float) -> float:
@@ -29,7 +68,11 @@ def p_within(estimate: Estimate, seconds: float) -> float:
     """
     if seconds <= 0:
         return 0.0
-    return _STANDARD.cdf(math.log(seconds / estimate.p50_s) / estimate.log_sigma)
+    x = math.log(seconds / estimate.p50_s)
+    sigma = estimate.log_sigma
+    if x <= sigma * Z95:
+        return _STANDARD.cdf(x / sigma)
+    return _STANDARD.cdf(Z95 + (x - sigma * Z95) / tail_sigma(estimate))
 
 
 def duration_quantile(estimate: Estimate, q: float) -> float:
@@ -39,7 +82,7 @@ def duration_quantile(estimate: Estimate, q: float) -> float:
     >>> duration_quantile(est, 0.5), round(duration_quantile(est, 0.95), 6)
     (600.0, 900.0)
     """
-    return estimate.p50_s * math.exp(estimate.log_sigma * _STANDARD.inv_cdf(q))
+    return math.exp(log_quantile(estimate, _STANDARD.inv_cdf(q)))
 
 
 def durations_from_normals(estimate: Estimate, z: FloatArray) -> FloatArray:
@@ -51,7 +94,11 @@ def durations_from_normals(estimate: Estimate, z: FloatArray) -> FloatArray:
     >>> durations_from_normals(Estimate(600.0, 400.0, 900.0), np.zeros(2)).tolist()
     [600.0, 600.0]
     """
-    return estimate.p50_s * np.exp(estimate.log_sigma * z)
+    sigma = estimate.log_sigma
+    if estimate.high99_s is None:
+        return estimate.p50_s * np.exp(sigma * z)
+    tail = sigma * Z95 + tail_sigma(estimate) * (z - Z95)
+    return estimate.p50_s * np.exp(np.where(z <= Z95, sigma * z, tail))
 
 
 def sample_durations(estimate: Estimate, n: int, seed: int) -> FloatArray:

@@ -51,13 +51,17 @@ class Estimate:
     """The model's duration prediction on one shape: median and the 90 % interval's bounds.
 
     ``true_s`` is the runtime the job really had on this shape; only traces know it (the
-    simulator uses it as ground truth, the planner never reads it).
+    simulator uses it as ground truth, the planner never reads it). ``high99_s``, when the
+    model gives it, is a 99 % upper bound calibrated the same way as ``high_s``: the upper
+    tail beyond the 95th percentile is read off it instead of extrapolating the interval
+    (:mod:`autofe.scheduler.duration`).
     """
 
     p50_s: float
     low_s: float
     high_s: float
     true_s: float | None = None
+    high99_s: float | None = None
 
     @property
     def log_sigma(self) -> float:

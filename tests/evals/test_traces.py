@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -78,6 +79,7 @@ def test_every_true_runtime_is_the_mean_of_real_runs(
             assert est.true_s == pytest.approx(sum(seconds) / len(seconds), rel=1e-9)
             assert est.low_s <= est.p50_s <= est.high_s
             assert est.low_s * est.high_s == pytest.approx(est.p50_s**2, rel=1e-9)
+            assert est.high99_s is not None and est.high99_s >= est.high_s
 
 
 def test_lab_truth_is_one_sweep_run_of_the_point_on_that_node_type(
@@ -103,8 +105,15 @@ def test_every_instance_type_is_in_the_catalog_and_the_file_reads_back(
         path = tmp_path / f"{source}.json"
         write_jobs(path, jobs.jobs, jobs.budgets, jobs.source)
         again = read_jobs(path, catalog)  # validates every type against the catalog
-        assert again.jobs == jobs.jobs and again.budgets == jobs.budgets
+        # the jobs file (autofe-jobs/1) has no field for the 99 % bound yet: all else reads back
+        assert again.jobs == tuple(_without_tail(job) for job in jobs.jobs)
+        assert again.budgets == jobs.budgets
         assert len(jobs.jobs) >= SETTINGS.min_jobs
+
+
+def _without_tail(job: JobRequest) -> JobRequest:
+    shapes = {key: replace(est, high99_s=None) for key, est in job.shapes.items()}
+    return replace(job, shapes=shapes)
 
 
 def _earliest_finish(jobs: JobSet, startup_s: float) -> dict[str, float]:

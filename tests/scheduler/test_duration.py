@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import numpy as np
 import pytest
 
 from autofe.scheduler.duration import (
+    Z95,
     duration_quantile,
     durations_from_normals,
     p_within,
@@ -62,3 +65,20 @@ def test_common_draws_keep_the_ratio_of_medians() -> None:
 def test_no_time_means_no_chance() -> None:
     assert p_within(EST, 0.0) == 0.0
     assert p_within(EST, -5.0) == 0.0
+
+
+def test_a_99_bound_sets_the_upper_tail_and_leaves_the_interval_alone() -> None:
+    # the kmeans miss on CherryPick: p50 564 s, 90 % high 745 s, ran 861 s
+    plain = Estimate(564.0, 564.0**2 / 745.0, 745.0)
+    tailed = Estimate(564.0, 564.0**2 / 745.0, 745.0, high99_s=1100.0)
+    assert duration_quantile(plain, 0.99) < 861.0 < duration_quantile(tailed, 0.99)
+    assert duration_quantile(tailed, 0.99) == pytest.approx(1100.0)
+    assert p_within(tailed, 1100.0) == pytest.approx(0.99)
+    for q in (0.05, 0.5, 0.9, 0.95):  # below the 95th percentile nothing moves
+        assert duration_quantile(tailed, q) == pytest.approx(duration_quantile(plain, q))
+    z = np.linspace(-3.0, 4.0, 71)
+    drawn = durations_from_normals(tailed, z)
+    assert np.all(np.diff(drawn) > 0)  # continuous and increasing through z95
+    assert drawn[np.searchsorted(z, Z95) - 1] <= 745.0 + 1e-9
+    for zi, d in zip(z, drawn, strict=True):
+        assert p_within(tailed, float(d)) == pytest.approx(float(NormalDist().cdf(zi)), abs=1e-9)
