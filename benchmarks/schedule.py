@@ -5,9 +5,11 @@ Run: ``nice -n 10 .venv/bin/python benchmarks/schedule.py [--write docs/results.
 
 Traces (``autofe/evals/traces.py``, docs/scheduler.md "Traces"): the lab's sweeps on the shipped
 example workspace and C3O, Scout and CherryPick, each point's true runtimes beside the model's
-out-of-fold p50 and 90 % interval, replayed to at least 300 seeded arrivals. Every policy of
-``autofe.scheduler.simulate`` runs on each with the default world (start-up 300 s, catalog
-preemption rates, budgets enforced as hard caps, unbounded fleet) and again with budgets only
+out-of-fold p50, 90 % interval and (third-party) 99 % bound, replayed to at least 300 seeded
+arrivals. Every policy of ``autofe.scheduler.simulate`` runs on each with the default world
+(start-up 300 s, catalog preemption rates, budgets enforced as hard caps, unbounded fleet, each
+policy's default warm pool: autofe and oracle batch short jobs, baselines a cluster each) and
+again with budgets only
 reported (``budget_mode="off"``, to measure what each policy would overrun). Sweeps, on the
 autofe policy with greedy and static beside it (static is the saving's base in each setting):
 
@@ -137,8 +139,8 @@ def _main_table(
         "",
         "| trace | policy | cost $ | saving vs static | deadlines met | P0 met "
         "| misses P0/P1/P2/P3 | held for budget | overrun $ (caps off) | preemptions "
-        "| fallbacks | upgrades | p99 completion s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| fallbacks | upgrades | batched (idle $) | p99 completion s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, results in runs.items():
         base = _static(results).summary
@@ -149,7 +151,8 @@ def _main_table(
                 f"| {name} | {s.policy} | {s.total_cost_usd:.2f} | {_saving(s, base)} | "
                 f"{_pct(s.attainment)} | {_pct(s.attainment_by_tier['P0'])} | {misses} | "
                 f"{s.budget_holds} | {loose.summary.budget_overrun_usd:.2f} | {s.preemptions} | "
-                f"{s.fallbacks} | {s.upgrades} | {_sec(s.p99_completion_s)} |"
+                f"{s.fallbacks} | {s.upgrades} | {s.batched} ({s.idle_cost_usd:.2f}) | "
+                f"{_sec(s.p99_completion_s)} |"
             )
     return "\n".join(lines) + "\n"
 
