@@ -1,6 +1,6 @@
 """The compute budget scheduler on traces of real runtimes: every policy, and sensitivity sweeps.
 
-Run: ``nice -n 10 .venv/bin/python benchmarks/schedule.py [--write docs/results.md]
+Run: ``nice -n 19 .venv/bin/python benchmarks/schedule.py [--write docs/results.md]
 [--plot docs/img/schedule_cost_vs_deadlines.png]``
 
 Traces (``autofe/evals/traces.py``, docs/scheduler.md "Traces"): the lab's sweeps on the shipped
@@ -298,7 +298,7 @@ def _header(args: argparse.Namespace, before: float, after: float, minutes: floa
         text=True,
         check=False,
     ).stdout.strip()
-    command = "nice -n 10 .venv/bin/python benchmarks/schedule.py"
+    command = f"nice -n {os.nice(0)} .venv/bin/python benchmarks/schedule.py"
     if args.write:
         command += f" --write {args.write}"
     if args.plot:
