@@ -9,7 +9,8 @@ read, and every error names the job and the field, so an orchestrator can fix on
      "jobs": [{"job_id": "etl-1", "submit": 0, "tier": "P1", "account": "team-a",
                "deadline": 3600, "depends_on": [],
                "checkpoint": {"interval_s": 600, "write_s": 10, "restore_s": 30},
-               "shapes": {"m4.xlarge x4": {"p50_s": 900, "low_s": 700, "high_s": 1300}}}]}
+               "shapes": {"m4.xlarge x4": {"p50_s": 900, "low_s": 700, "high_s": 1300,
+                                          "high99_s": 1700}}}]}
 
 Times are seconds on one clock (numbers) or RFC 3339 strings (converted to Unix seconds).
 """
@@ -205,8 +206,22 @@ def _estimate(raw: object, what: str, job_id: str) -> Estimate:
         )
     true = raw.get("true_s")
     return Estimate(
-        p50, low, high, None if true is None else _seconds(true, f"{what} true_s", job_id)
+        p50,
+        low,
+        high,
+        None if true is None else _seconds(true, f"{what} true_s", job_id),
+        _tail(raw.get("high99_s"), high, what, job_id),
     )
+
+
+def _tail(raw: object, high: float, what: str, job_id: str) -> float | None:
+    """The optional calibrated 99 % bound: absent, or at least the 90 % interval's high."""
+    if raw is None:
+        return None
+    tail = _seconds(raw, f"{what} high99_s", job_id)
+    if tail < high:
+        raise ScheduleError(f"{what}: needs high99_s >= high_s, got {tail} < {high}", job_id)
+    return tail
 
 
 def _checkpoint(raw: object, job_id: str) -> Checkpointing | None:

@@ -50,7 +50,7 @@ def test_write_then_read_round_trips(tmp_path: Path) -> None:
             100.0,
             {
                 "m4.xlarge x4": Estimate(900.0, 700.0, 1300.0, true_s=1010.0),
-                "m4.xlarge x8": Estimate(500.0, 380.0, 760.0),
+                "m4.xlarge x8": Estimate(500.0, 380.0, 760.0, high99_s=1100.0),
             },
             tier="P0",
             account="ml",
@@ -151,6 +151,12 @@ BAD_JOBS: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "interval out of order": (
         lambda d: _job(d).update(shapes={"m4.xlarge x4": {"p50_s": 900, "low_s": 1000}}),
         r"job 'etl-1': shape 'm4.xlarge x4': needs low_s <= p50_s <= high_s",
+    ),
+    "99 % bound below the 90 % one": (
+        lambda d: _job(d).update(
+            shapes={"m4.xlarge x4": {"p50_s": 900, "high_s": 1300, "high99_s": 1200}}
+        ),
+        r"job 'etl-1': shape 'm4.xlarge x4': needs high99_s >= high_s, got 1200.0 < 1300.0",
     ),
     "negative duration": (
         lambda d: _job(d).update(shapes={"m4.xlarge x4": {"p50_s": -5}}),
