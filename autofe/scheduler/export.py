@@ -23,10 +23,11 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from autofe.errors import ConfigError, ScheduleError
+from autofe.scheduler.bid import bid_percent, choose_bid
 from autofe.scheduler.catalog import Catalog, Offer
 from autofe.scheduler.jobfile import parse_jobs
 from autofe.scheduler.jobs import JobRequest, Plan, Tier
@@ -87,6 +88,10 @@ class ExportSettings:
     first_on_demand: int = 1
     """Databricks nodes kept on demand before spot ones: 1 keeps the driver off spot."""
     aws_spot_bid_price_percent: int = 100
+    aws_spot_bid_target: float | None = None
+    """Acquisition probability to bid for on AWS (``autofe.scheduler.bid``): the percent becomes
+    the lowest observed spot price reaching it, of the offer's on-demand price; ``None`` keeps
+    ``aws_spot_bid_price_percent`` (100: AWS's default, bid on-demand)."""
     azure_spot_bid_max_price: float = -1.0
     """-1: bid up to the on-demand price, so Azure never evicts for price alone."""
     namespace: str = "default"
@@ -152,8 +157,18 @@ def export_plan(
     """
     settings = settings or ExportSettings()
     if fmt == "databricks":
-        return databricks_run(job, plan, task, start, settings, handle)
+        return databricks_run(job, plan, task, start, _with_bid(settings, offer, job), handle)
     return kubernetes_job(job, plan, offer, task, start, settings, handle)
+
+
+def _with_bid(settings: ExportSettings, offer: Offer, job: JobRequest) -> ExportSettings:
+    """Settings whose AWS bid percent is the one ``aws_spot_bid_target`` asks for."""
+    target = settings.aws_spot_bid_target
+    if target is None or offer.cloud != "aws":
+        return settings
+    price = choose_bid(offer.instance_type, offer.region, offer.on_demand_usd_h, target, job.job_id)
+    percent = bid_percent(price, offer.on_demand_usd_h)
+    return replace(settings, aws_spot_bid_price_percent=percent)
 
 
 def export_jobs(

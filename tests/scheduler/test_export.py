@@ -22,6 +22,7 @@ from databricks.sdk.service.jobs import JobsAPI, SubmitTask
 from kubernetes.client import ApiClient, V1Job
 
 from autofe.errors import ScheduleError
+from autofe.scheduler.bid import bid_percent, choose_bid
 from autofe.scheduler.catalog import Catalog, load_catalog
 from autofe.scheduler.export import (
     ExportSettings,
@@ -352,3 +353,19 @@ def test_no_task_past_deadline_and_unknown_places_are_errors(catalog: Catalog) -
         export_plan("k8s", job, plan(cloud="oci"), offer, task, start=1000.0)
     with pytest.raises(ScheduleError, match=r"the catalog has no m4\.xlarge in aws/mars-1"):
         plan_offer(catalog, plan(region="mars-1"))
+
+
+def test_a_bid_target_sets_the_aws_bid_percent_from_the_spot_snapshot(catalog: Catalog) -> None:
+    job, task = request()
+    chosen = plan("spot", "aws")
+    offer = plan_offer(catalog, chosen)
+    price = choose_bid(offer.instance_type, offer.region, offer.on_demand_usd_h, 0.95)
+    assert price < offer.on_demand_usd_h  # the snapshot prices m4.xlarge in us-east-1
+    settings = ExportSettings(aws_spot_bid_target=0.95)
+    payload = export_plan("databricks", job, chosen, offer, task, 1000.0, settings)
+    attributes = payload["tasks"][0]["new_cluster"]["aws_attributes"]
+    assert attributes["spot_bid_price_percent"] == bid_percent(price, offer.on_demand_usd_h) < 100
+    assert attributes["spot_bid_price_percent"] / 100 * offer.on_demand_usd_h >= price
+    assert sdk_body(payload)[1] == payload
+    default = export_plan("databricks", job, chosen, offer, task, 1000.0)
+    assert default["tasks"][0]["new_cluster"]["aws_attributes"]["spot_bid_price_percent"] == 100
