@@ -74,13 +74,23 @@ class PriceCurve:
         return self.prices[bisect.bisect_left(self.cumulative, needed)]
 
 
+def price_curve(instance_type: str, region: str) -> PriceCurve | None:
+    """The observed price curve of a type in a region; ``None`` without snapshot data."""
+    return _curves().get((region, instance_type))
+
+
+def spot_price_curves() -> dict[tuple[str, str], PriceCurve]:
+    """Every observed curve by (region, instance type), for reports and tests (a copy)."""
+    return dict(_curves())
+
+
 def acquisition_probability(instance_type: str, region: str, max_price: float) -> float | None:
     """Chance a spot request at ``max_price`` ($/h) finds the market at or below it.
 
     ``None`` when the snapshot has no price for the type in the region (then nothing is known,
     which is not the same as 0).
     """
-    curve = _curves().get((region, instance_type))
+    curve = price_curve(instance_type, region)
     return None if curve is None else curve.probability(max_price)
 
 
@@ -104,7 +114,7 @@ def choose_bid(
     if not on_demand_usd_h > 0.0:
         reason = f"on-demand price {on_demand_usd_h!r} of {instance_type} must be positive"
         raise ScheduleError(reason, job_id)
-    curve = _curves().get((region, instance_type))
+    curve = price_curve(instance_type, region)
     if curve is None:
         return on_demand_usd_h
     return min(curve.lowest_price(target), on_demand_usd_h)

@@ -10,10 +10,11 @@ import zstandard
 
 from autofe.errors import ScheduleError
 from autofe.scheduler.bid import (
-    _curves,
     acquisition_probability,
     bid_percent,
     choose_bid,
+    price_curve,
+    spot_price_curves,
 )
 
 TYPE, REGION, AZ_PREFIX = "m5.4xlarge", "us-east-1", "use1-"
@@ -50,7 +51,7 @@ def test_choose_bid_matches_raw_quantile(external: Path) -> None:
 
 
 def test_curves_are_monotone_cdfs() -> None:
-    curves = _curves()
+    curves = spot_price_curves()
     assert len(curves) > 3000
     for curve in curves.values():
         grid = [0.0, *curve.prices, curve.prices[-1] * 2]
@@ -60,7 +61,7 @@ def test_curves_are_monotone_cdfs() -> None:
 
 
 def test_chosen_bid_reaches_target_and_is_lowest() -> None:
-    for (region, instance_type), curve in list(_curves().items())[:500]:
+    for (region, instance_type), curve in list(spot_price_curves().items())[:500]:
         on_demand = curve.prices[-1] * 3
         for target in (0.5, 0.8, 0.95):
             bid = choose_bid(instance_type, region, on_demand, target)
@@ -72,7 +73,8 @@ def test_chosen_bid_reaches_target_and_is_lowest() -> None:
 
 
 def test_bid_capped_at_on_demand() -> None:
-    curve = _curves()[(REGION, TYPE)]
+    curve = price_curve(TYPE, REGION)
+    assert curve is not None
     cheap_on_demand = curve.prices[0] / 2
     assert choose_bid(TYPE, REGION, cheap_on_demand, target=0.95) == cheap_on_demand
 
