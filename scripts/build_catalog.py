@@ -47,23 +47,11 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # PyYAML, in the venv via huggingface_hub
 
+from autofe.scheduler.catalog import COLUMNS
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PRICES = REPO.parent / "shared" / "data" / "external" / "cloud-prices"
 DEFAULT_OUT = REPO / "autofe" / "scheduler" / "data" / "catalog.csv"
-COLUMNS = (
-    "cloud",
-    "region",
-    "instance_type",
-    "vcpus",
-    "memory_gib",
-    "gpu_type",
-    "gpu_count",
-    "on_demand_usd_h",
-    "spot_usd_h",
-    "interruptions_per_h",
-    "interruption_class",
-    "source",
-)
 Row = tuple[str, ...]
 
 AWS_FILE = "aws-ec2instances-2017-03/instances.json.gz"

@@ -60,7 +60,14 @@ from autofe.scheduler.fleet import (
 from autofe.scheduler.jobfile import JobSet, check_dependencies
 from autofe.scheduler.jobs import TIERS, Estimate, JobRequest, Placement, Shape
 from autofe.scheduler.plan import Candidate, PlanSettings, candidates
-from autofe.scheduler.policies import POLICIES, ChoiceContext, Policy, get_policy, hourly_usd
+from autofe.scheduler.policies import (
+    POLICIES,
+    ChoiceContext,
+    Policy,
+    get_policy,
+    hourly_usd,
+    placement,
+)
 from autofe.scheduler.queue import ORDERS, Ledger, preemption_allowance, window, worst_case_usd
 from autofe.scheduler.report import (
     JobRecord,
@@ -224,7 +231,7 @@ class _Cluster:
         return self.cand.shape.nodes
 
     def warm(self) -> WarmCluster:
-        return WarmCluster(_placement(self.cand, None), self.hourly, self.idle_since, self.cid)
+        return WarmCluster(placement(self.cand, None), self.hourly, self.idle_since, self.cid)
 
 
 @dataclass
@@ -272,17 +279,6 @@ class _Run:
     @property
     def done_or_failed(self) -> bool:
         return self.status in ("done", "cancelled", "stopped", "held", "failed")
-
-
-def _placement(cand: Candidate, fallback_after: int | None) -> Placement:
-    spot = cand.market == "spot"
-    return Placement(
-        cand.shape,
-        cand.offer.cloud,
-        cand.offer.region,
-        cand.market,
-        fallback_after if spot else None,
-    )
 
 
 def _same_kind(cluster: Candidate, chosen: Candidate) -> bool:
@@ -492,7 +488,7 @@ class _Engine:
         warm = self._warm_for(run)
         release: list[_Cluster] = []
         if warm is not None:
-            options = [self._candidate(run, _placement(warm.cand, run.fallback_after))]
+            options = [self._candidate(run, placement(warm.cand, run.fallback_after))]
         else:
             room = room_from_idle(run.cand.shape.nodes, self._in_flight(), self._idle(), self.fleet)
             if room is None:
@@ -836,7 +832,7 @@ class _Engine:
             return
         self._stop_run(run, "queued", keep_warm=False)
         assert run.cand is not None
-        place = _placement(run.cand, run.fallback_after)
+        place = placement(run.cand, run.fallback_after)
         if should_fall_back(place, run.preemptions, run.spot_s, self.policy.runtime):
             run.cand = self._on_demand(run, run.cand)
             run.fallback_after = None
