@@ -212,6 +212,14 @@ class ApiMetrics:
         ]
 
 
+RUNTIME_EVENTS = (
+    ("preemptions", "Spot preemptions reported, by account and tier."),
+    ("fallbacks", "Moves from spot to on-demand after preemptions, by account and tier."),
+    ("upgrades", "Deadline-aware upgrades (on-demand or more workers), by account and tier."),
+)
+"""The scheduler's runtime-event counters: store attribute, and what the family counts."""
+
+
 def scheduler_lines(summary: Summary | None) -> list[str]:
     """The scheduler's families, read from its job store (``None``: nothing submitted yet).
 
@@ -254,23 +262,12 @@ def scheduler_lines(summary: Summary | None) -> list[str]:
             "Submitted jobs by tier and state.",
             [({"tier": t, "state": s}, n) for (t, s), n in sorted(by_state.items())],
         ),
-        *_family(
-            "autofe_scheduler_preemptions_total",
-            "counter",
-            "Spot preemptions reported, by account and tier.",
-            per_group("preemptions"),
-        ),
-        *_family(
-            "autofe_scheduler_fallbacks_total",
-            "counter",
-            "Moves from spot to on-demand after preemptions, by account and tier.",
-            per_group("fallbacks"),
-        ),
-        *_family(
-            "autofe_scheduler_upgrades_total",
-            "counter",
-            "Deadline-aware upgrades (on-demand or more workers), by account and tier.",
-            per_group("upgrades"),
+        *(
+            line
+            for attribute, help_text in RUNTIME_EVENTS
+            for line in _family(
+                f"autofe_scheduler_{attribute}_total", "counter", help_text, per_group(attribute)
+            )
         ),
     ]
 
