@@ -210,6 +210,20 @@ class _Catalog:
     runs: dict[str, _Record] = field(default_factory=dict)
     issues: dict[Path, list[IngestIssue]] = field(default_factory=dict)
     script_texts: dict[str, str | None] = field(default_factory=dict)
+    owners: dict[str, dict[Path, list[_Record]]] = field(default_factory=dict)
+
+    def owned(self, kind: str, path: Path) -> list[_Record]:
+        """The ``kind`` records whose winning version came from ``path``, in catalog order.
+
+        Indexed once per kind after the merge: a scan per file made ingest quadratic in the
+        number of workspace files.
+        """
+        if kind not in self.owners:
+            index: dict[Path, list[_Record]] = {}
+            for record in getattr(self, kind).values():
+                index.setdefault(record.owner, []).append(record)
+            self.owners[kind] = index
+        return self.owners[kind].get(path, [])
 
     def note(self, path: Path, reason: str) -> None:
         self.issues.setdefault(path, []).append(_issue(path, reason))
@@ -862,15 +876,14 @@ def _output(item: _Input, cat: _Catalog) -> _Output:
 def _fill(out: _Output, item: _Input, cat: _Catalog) -> None:
     """Rows of the objects this file owns (the file whose version of them won the merge)."""
     if item.kind == "clusters":
-        owned = [r.data for r in cat.clusters.values() if r.owner == item.path]
+        owned = [r.data for r in cat.owned("clusters", item.path)]
         out.add({"cluster_configs": [_config_row(c, cat) for c in owned]})
     elif item.kind in ("jobs", "runs"):
         derive = _job_rows if item.kind == "jobs" else _run_rows
-        for record in getattr(cat, item.kind).values():
-            if record.owner == item.path:
-                rows, issues = derive(record.data, cat, item.path)
-                out.add(rows)
-                out.issues += issues
+        for record in cat.owned(item.kind, item.path):
+            rows, issues = derive(record.data, cat, item.path)
+            out.add(rows)
+            out.issues += issues
     elif item.kind == "table_stats":
         stats, issues = _stats_rows(item)
         out.add({"table_stats": stats})
