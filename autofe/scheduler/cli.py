@@ -6,12 +6,15 @@ import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from autofe.console import user_errors
 from autofe.errors import ConfigError
+
+if TYPE_CHECKING:
+    from autofe.scheduler.store import JobRecord
 
 schedule_app = typer.Typer(
     help="Choose configurations under deadlines and budgets; simulate scheduling policies.",
@@ -151,8 +154,7 @@ def status(
     """A job's state, chosen plan, spend so far and predicted completion."""
     from autofe.scheduler.store import JobStore
 
-    record = JobStore.in_home(home).get(handle)
-    typer.echo(json.dumps(record.as_dict(), indent=2) if as_json else record.describe())
+    _show(JobStore.in_home(home).get(handle), as_json)
 
 
 @schedule_app.command("cancel")
@@ -165,7 +167,11 @@ def cancel(
     """Cancel a waiting or running job (again: no change; a finished job: an error)."""
     from autofe.scheduler.store import JobStore
 
-    record = JobStore.in_home(home).cancel(handle)
+    _show(JobStore.in_home(home).cancel(handle), as_json)
+
+
+def _show(record: JobRecord, as_json: bool) -> None:
+    """One stored job, as JSON or as the human summary (status and cancel print the same)."""
     typer.echo(json.dumps(record.as_dict(), indent=2) if as_json else record.describe())
 
 

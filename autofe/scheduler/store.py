@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from graphlib import TopologicalSorter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from autofe.errors import ConfigError, ScheduleError
 from autofe.scheduler.catalog import Catalog
@@ -53,14 +53,8 @@ EventKind = Literal[
     "failed",
     "cancelled",
 ]
-REPORTED: tuple[EventKind, ...] = (
-    "started",
-    "progress",
-    "preempted",
-    "fallback",
-    "upgraded",
-    "succeeded",
-    "failed",
+REPORTED: tuple[EventKind, ...] = tuple(
+    k for k in get_args(EventKind) if k not in ("submitted", "cancelled")
 )
 """What a runner may report; ``submitted`` and ``cancelled`` come from submit and cancel."""
 MOVES: Mapping[str, tuple[frozenset[str], State | None]] = {
