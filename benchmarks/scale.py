@@ -341,9 +341,10 @@ def with_progress(result: Measurement, progress: Path, total: int) -> Measuremen
     result.feature_seconds = {r["feature"]: r["seconds"] for r in rows if r["status"] == "ok"}
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
-        result.detail = (
-            f"{len(failed)} features {failed[0]['status'][:60]} (first: {failed[0]['feature']})"
-        )
+        first = failed[0]
+        summary = f"{len(failed)} features {first['status'][:60]} (first: {first['feature']})"
+        # keep a failed process's own last line: it says why the run stopped
+        result.detail = "; ".join(filter(None, [result.detail, summary]))
     return result
 
 
