@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import socket
 import sys
 import threading
@@ -331,17 +332,46 @@ def spark_ingest(
     return SparkIngestReport(out, counts, seconds, len(plan.logs), fatal)
 
 
+STAGING = "_autofe_staging"
+"""Folder under the output for the driver's rows on their way to Spark (removed after)."""
+
+
 def _write_tables(spark: Any, con: Any, plan: IngestPlan, out: Path) -> dict[str, int]:
-    rows = _log_rows_rdd(spark, plan).persist()
+    rows = _log_rows_rdd(spark, plan).persist(_storage_level())
+    staging = out / STAGING
+    staging.mkdir(parents=True, exist_ok=True)
     try:
         counts = {}
         for t in TABLES:
-            frame = _table_frame(spark, con, t, rows)
+            frame = _table_frame(spark, con, t, rows, staging)
             frame.write.mode("overwrite").parquet(str(out / t.name))
             counts[t.name] = spark.read.parquet(str(out / t.name)).count()
         return counts
     finally:
         rows.unpersist()
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _storage_level() -> Any:
+    """Memory, spilling to disk: in local mode the executors' cache is the driver's heap."""
+    from pyspark import StorageLevel
+
+    return StorageLevel.MEMORY_AND_DISK
+
+
+def _driver_rows(spark: Any, con: Any, t: Table, staging: Path) -> Any | None:
+    """The scratch warehouse's rows of ``t`` as a frame, or None when it has none.
+
+    They reach Spark as a Parquet file under the output folder, which every executor can read,
+    not through ``createDataFrame`` on the driver's heap, which a large workspace's rows fill
+    (Spark's default driver heap is 1 GB; docs/spark.md, Scale).
+    """
+    if not con.execute(f"SELECT count(*) FROM {t.name}").fetchall()[0][0]:
+        return None
+    path = staging / f"{t.name}.parquet"
+    quoted = str(path).replace("'", "''")
+    con.execute(f"COPY ({duckdb_select(t)}) TO '{quoted}' (FORMAT parquet)")
+    return spark.read.schema(spark_schema(t)).parquet(str(path))
 
 
 def _log_rows_rdd(spark: Any, plan: IngestPlan) -> Any:
@@ -394,14 +424,13 @@ def _size(planned: PlannedLog) -> int:
         return 0
 
 
-def _table_frame(spark: Any, con: Any, t: Table, rows: Any) -> Any:
+def _table_frame(spark: Any, con: Any, t: Table, rows: Any, staging: Path) -> Any:
     """The scratch warehouse's rows of ``t`` plus the executors' (those win on the key)."""
     schema = spark_schema(t)
     from_logs = spark.createDataFrame(
         rows.filter(lambda r, n=t.name: r[0] == n).map(lambda r: r[1]), schema
     )
-    scratch = con.sql(duckdb_select(t)).to_arrow_table()
-    frame = spark.createDataFrame(scratch, schema) if scratch.num_rows else None
+    frame = _driver_rows(spark, con, t, staging)
     if t.name not in REPLACED_ON_KEY or frame is None:
         return from_logs if frame is None else frame.unionByName(from_logs)
     functions, window = _sql_functions()
