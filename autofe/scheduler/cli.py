@@ -14,6 +14,7 @@ from autofe.console import user_errors
 from autofe.errors import ConfigError
 
 if TYPE_CHECKING:
+    from autofe.scheduler.simulate import SimulationSettings
     from autofe.scheduler.store import JobRecord
 
 schedule_app = typer.Typer(
@@ -253,7 +254,6 @@ def simulate(
 ) -> None:
     """Replay a trace under scheduling policies: cost, deadlines met, delays, budget use."""
     from autofe.scheduler.catalog import load_catalog
-    from autofe.scheduler.fleet import FleetSettings
     from autofe.scheduler.jobfile import read_jobs
     from autofe.scheduler.policies import POLICIES, get_policy
     from autofe.scheduler.report import (
@@ -262,18 +262,12 @@ def simulate(
         summary_table,
         table_lines,
     )
-    from autofe.scheduler.simulate import SimulationSettings, simulate_all
+    from autofe.scheduler.simulate import simulate_all
 
     names = list(POLICIES) if policy == "all" else [get_policy(policy).name]
     offers = load_catalog(catalog)
     jobset = read_jobs(trace, offers)
-    fleet = FleetSettings() if max_nodes is None else FleetSettings(max_nodes=max_nodes)
-    settings = SimulationSettings(
-        seed=seed,
-        preemption_multiplier=preemption_multiplier,
-        fleet=fleet,
-        budget_mode=budget_mode,  # type: ignore[arg-type]  # validated by the settings
-    )
+    settings = _simulation_settings(seed, preemption_multiplier, max_nodes, budget_mode)
     results = simulate_all(jobset, offers, names, settings)
     if plot is not None:
         plot_cost_vs_attainment(results, plot)
@@ -283,3 +277,19 @@ def simulate(
     for line in table_lines(summary_table(results)):
         typer.echo(line)
     typer.echo(f"{len(jobset.jobs)} jobs from {trace}, seed {seed}")
+
+
+def _simulation_settings(
+    seed: int, preemption_multiplier: float, max_nodes: int | None, budget_mode: str
+) -> SimulationSettings:
+    """The simulator's settings from the command's options (the settings validate them)."""
+    from autofe.scheduler.fleet import FleetSettings
+    from autofe.scheduler.simulate import SimulationSettings
+
+    fleet = FleetSettings() if max_nodes is None else FleetSettings(max_nodes=max_nodes)
+    return SimulationSettings(
+        seed=seed,
+        preemption_multiplier=preemption_multiplier,
+        fleet=fleet,
+        budget_mode=budget_mode,  # type: ignore[arg-type]  # validated by the settings
+    )
