@@ -48,6 +48,18 @@ def already_ingested(con: duckdb.DuckDBPyConnection, content_hash: str) -> bool:
     return bool(rows and rows[0][0])
 
 
+def ingested_among(con: duckdb.DuckDBPyConnection, content_hashes: Sequence[str]) -> set[str]:
+    """The hashes among ``content_hashes`` already ingested: one query for a batch of inputs."""
+    if not content_hashes:
+        return set()
+    rows = con.execute(
+        "SELECT content_hash FROM ingested_files "
+        "WHERE content_hash IN (SELECT unnest(?::VARCHAR[]))",
+        [list(content_hashes)],
+    ).fetchall()
+    return {row[0] for row in rows}
+
+
 def record_ingested(
     con: duckdb.DuckDBPyConnection, content_hash: str, path: Path | str, kind: str
 ) -> None:

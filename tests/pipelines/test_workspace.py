@@ -331,3 +331,60 @@ def test_run_tags_and_cluster_custom_tags_become_known_at_submit_attributes(
     again, _, _ = _ingest(workspace, tmp_path / "w.duckdb")  # idempotent re-ingest
     count = "SELECT count(*) FROM run_attributes WHERE run_id = '8001' AND name LIKE 'tag.%'"
     assert _one(again, count) == 4
+
+
+_COMPARED = ("jobs", "runs", "cluster_configs", "run_attributes", "table_stats")
+
+
+def _table_rows(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the workspace tables, plus the ledger and issues without their clock."""
+    rows = {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in _COMPARED}
+    rows["ingested_files"] = sorted(
+        con.execute("SELECT content_hash, path, kind FROM ingested_files").fetchall()
+    )
+    rows["ingest_issues"] = sorted(
+        con.execute("SELECT * EXCLUDE (ingested_at) FROM ingest_issues").fetchall(), key=repr
+    )
+    return rows
+
+
+def test_batched_files_store_what_file_by_file_stores(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The shipped example's 500-odd JSON files, in batches of 7 and one by one: same rows."""
+    from autofe.config import example_workspace
+    from autofe.pipelines import workspace as ws
+
+    stored = {}
+    for size in (1, 7):
+        monkeypatch.setattr(ws, "BATCH_FILES", size)
+        con, report, _ = _ingest(example_workspace(), tmp_path / f"b{size}.duckdb")
+        stored[size] = (_table_rows(con), report.files_ingested, report.runs)
+    assert stored[1][1] > 500 and stored[1][2] == 490
+    assert stored[7] == stored[1]
+
+
+def test_refused_file_in_a_batch_is_named_and_earlier_files_are_kept(
+    monkeypatch: pytest.MonkeyPatch, workspace: Path, tmp_path: Path
+) -> None:
+    from autofe.errors import WarehouseError
+    from autofe.pipelines import workspace as ws
+    from autofe.warehouse.write import insert_rows as real_insert
+
+    def refuse_run_8002(con: duckdb.DuckDBPyConnection, name: str, rows: Any, **kw: Any) -> int:
+        if name == "runs" and any(r["run_id"] == "8002" for r in rows):
+            raise duckdb.ConstraintException("duplicate key 8002")
+        return int(real_insert(con, name, rows, **kw))
+
+    monkeypatch.setattr(ws, "insert_rows", refuse_run_8002)
+    db = tmp_path / "w.duckdb"
+    with pytest.raises(WarehouseError, match=r"cannot store .*runs/8002\.json: .*duplicate key"):
+        _ingest(workspace, db)
+    con = open_warehouse(db)
+    kept = {Path(p).name for (p,) in con.execute("SELECT path FROM ingested_files").fetchall()}
+    assert "8002.json" not in kept and "8001.json" in kept
+    assert _one(con, "SELECT count(*) FROM runs WHERE run_id = '8002'") == 0
+    monkeypatch.setattr(ws, "insert_rows", real_insert)
+    con.close()
+    con, report, _ = _ingest(workspace, db)
+    assert report.files_unchanged == len(kept) and _count(con, "runs") == 6
