@@ -36,7 +36,7 @@ test-lab: $(BIN)/.installed
 # the Spark engine on real Spark: parity with DuckDB on local[2] (ingest counts, every feature of
 # the example run, each translation rule) and a standalone master + worker started by the test
 test-spark: $(BIN)/.installed
-	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_spark.py tests/pipelines/test_spark_standalone.py
+	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_spark.py tests/pipelines/test_spark_standalone.py tests/pipelines/test_spark_driver_lost.py
 
 # the Airflow examples (the nightly DAG, the scheduler operator against a stub API), in their own
 # venv without autofe (Airflow would downgrade fastapi in $(VENV)); --noconftest:

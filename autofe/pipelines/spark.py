@@ -23,11 +23,12 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -60,6 +61,8 @@ INSTALL_HINT = "pip install 'autofe[spark]'"
 LOOPBACK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 JVM_START_S = 60.0
 """Allowance for launching Spark's JVM, on top of ``connect_timeout_s``, before giving up."""
+EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
+DRIVER_MEMORY_DEFAULT = "1g"
 REPLACED_ON_KEY = ("jobs", "runs")
 """Tables whose event-log rows replace a same-key row from the workspace, as the DuckDB
 ingest's ``INSERT OR REPLACE`` (event logs are stored after the workspace JSON)."""
@@ -103,6 +106,8 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
             "translated feature SQL relies on it"
         )
     defaults = {"spark.log.level": "ERROR", "spark.ui.showConsoleProgress": "false"}
+    # a driver out of heap exits (an error here) instead of hanging the py4j call it serves
+    defaults["spark.driver.extraJavaOptions"] = EXIT_ON_OOM
     # executors run this interpreter unless told otherwise (it has autofe and its deps)
     defaults["spark.pyspark.python"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
     if _on_this_machine(settings.master):
@@ -142,11 +147,65 @@ def spark_session(settings: SparkSettings) -> Iterator[Any]:
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = _start(builder, settings, conf["spark.pyspark.python"])
+    lost = False
     try:
         check_executors(spark, settings)
         yield spark
+    except _driver_lost_errors():
+        lost = True
+        raise
     finally:
-        spark.stop()
+        with suppress(*_driver_lost_errors()):  # a driver that exited has nothing to stop
+            spark.stop()
+        if lost:
+            _forget_lost_driver()
+
+
+def _forget_lost_driver() -> None:
+    """Make sure the lost driver JVM is gone, so a later session here starts a new one.
+
+    pyspark keeps its gateway to the JVM for the life of the process and would hand the dead
+    one to every later session.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the JVM's signal to exit
+        try:
+            proc.wait(timeout=JVM_START_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    SparkContext._gateway = SparkContext._jvm = SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = SparkSession._activeSession = None
+
+
+def _driver_lost_errors() -> tuple[type[BaseException], ...]:
+    from py4j.protocol import Py4JNetworkError  # type: ignore[import-untyped]
+
+    return (Py4JNetworkError, ConnectionError)
+
+
+@contextmanager
+def driver_lost_is_an_error(settings: SparkSettings, what: str) -> Iterator[None]:
+    """A driver JVM that went away mid-call becomes a :class:`ConfigError` saying what to do.
+
+    The session starts the driver with ``-XX:+ExitOnOutOfMemoryError``, so a full heap ends
+    the JVM (py4j then loses its connection) rather than leaving the call waiting forever,
+    as it did at 100x with the default 1 GB heap.
+    """
+    try:
+        yield
+    except _driver_lost_errors() as exc:
+        memory = settings.conf.get("spark.driver.memory", DRIVER_MEMORY_DEFAULT)
+        raise ConfigError(
+            f"Spark's driver stopped while {what} ({first_line(exc)}); a driver whose heap "
+            f"(spark.driver.memory = {memory}) runs out exits: give it more, e.g. "
+            "--conf spark.driver.memory=4g"
+        ) from exc
 
 
 def check_reachable(master: str, timeout_s: float) -> None:
@@ -322,7 +381,10 @@ def spark_ingest(
         con = open_warehouse(Path(scratch_dir) / "scratch.duckdb")
         try:
             plan = plan_ingest(con, paths)
-            with _session(settings, session) as spark:
+            with (
+                driver_lost_is_an_error(settings, "writing the tables"),
+                _session(settings, session) as spark,
+            ):
                 counts = _write_tables(spark, con, plan, out)
         finally:
             con.close()
@@ -517,7 +579,11 @@ def materialize_on_spark(
     """
     read_manifest(tables)
     started = time.perf_counter()
-    with _session(settings, session) as spark, _quiet_query_errors(spark):
+    with (
+        driver_lost_is_an_error(settings, "computing features"),
+        _session(settings, session) as spark,
+        _quiet_query_errors(spark),
+    ):
         register_tables(spark, tables)
         runs = frozenset(str(r[0]) for r in spark.sql("SELECT run_id FROM runs").collect())
         values, refused, queries, seconds = {}, [], {}, {}
@@ -556,6 +622,8 @@ def _feature(
         return Refusal(spec.name, "plan", first_line(exc))
     try:
         table = frame.toArrow()
+    except _driver_lost_errors():
+        raise  # not this feature's failure: every later one would fail the same way
     except Exception as exc:  # a runtime failure of one feature does not stop the others
         return Refusal(spec.name, "run", first_line(exc))
     return _values(spec, query, table)

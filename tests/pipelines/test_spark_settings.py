@@ -49,6 +49,10 @@ def test_pinned_settings_win_and_a_conflicting_one_is_refused() -> None:
     assert conf["spark.sql.ansi.enabled"] == "true"
     assert conf["spark.sql.session.timeZone"] == "UTC"
     assert conf["spark.driver.host"] == "127.0.0.1"  # local master: loopback only
+    # a full driver heap ends the JVM (an error) instead of hanging the call it serves
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:+ExitOnOutOfMemoryError"
+    own = {"spark.driver.extraJavaOptions": "-Xss4m"}
+    assert session_conf(SparkSettings(conf=own))["spark.driver.extraJavaOptions"] == "-Xss4m"
     assert "spark.driver.host" not in session_conf(SparkSettings(master="spark://10.0.0.5:7077"))
     with pytest.raises(ConfigError, match=r"spark.sql.ansi.enabled=false: autofe pins"):
         session_conf(SparkSettings(conf={"spark.sql.ansi.enabled": "false"}))
