@@ -212,7 +212,7 @@ def child_spark_features(args: argparse.Namespace) -> None:
     from autofe.pipelines.spark import SparkSettings, materialize_on_spark, spark_session
 
     specs = load_catalog(args.catalog)
-    settings = SparkSettings(master=args.master)
+    settings = SparkSettings(master=args.master, conf=spark_conf(args.spark_conf))
     computed = 0
     with spark_session(settings) as spark, args.progress.open("w") as log:
         for start in range(0, len(specs), SPARK_CHUNK):
@@ -301,6 +301,7 @@ class Plan:
     duckdb_memory: str
     master: str
     tables_from_duckdb: bool
+    spark_conf: tuple[str, ...] = ()
 
 
 def measure(plan: Plan, engine: str, step: str, copies: int, cmd: list[str]) -> Measurement:
@@ -397,8 +398,9 @@ def run_spark(plan: Plan, copies: int, replica: Path, total: int) -> list[Measur
     if "ingest" in plan.steps:
         shutil.rmtree(tables, ignore_errors=True)
         cmd = [str(AUTOFE), "ingest", "--engine", "spark", "--master", plan.master]
+        cmd += [arg for kv in plan.spark_conf for arg in ("--conf", kv)]
         cmd += ["--out", str(tables), "--json", str(replica)]
-        results.append(measure(plan, "spark", "ingest", copies, cmd))
+        results.append(measure(plan, spark_label(plan), "ingest", copies, cmd))
     if plan.tables_from_duckdb:
         tables = export_tables(
             plan.scratch / f"x{copies}.duckdb", plan.scratch / f"x{copies}.from-duckdb.parquet"
@@ -409,7 +411,9 @@ def run_spark(plan: Plan, copies: int, replica: Path, total: int) -> list[Measur
         child = [str(PYTHON), __file__, "--child", "spark-features", "--tables", str(tables)]
         child += ["--catalog", str(plan.catalog), "--progress", str(progress)]
         child += ["--master", plan.master]
-        features = with_progress(measure(plan, "spark", "features", copies, child), progress, total)
+        child += [arg for kv in plan.spark_conf for arg in ("--spark-conf", kv)]
+        measured = measure(plan, spark_label(plan), "features", copies, child)
+        features = with_progress(measured, progress, total)
         if plan.tables_from_duckdb:
             features.detail = "; ".join(filter(None, [features.detail, FROM_DUCKDB]))
         results.append(features)
@@ -417,6 +421,16 @@ def run_spark(plan: Plan, copies: int, replica: Path, total: int) -> list[Measur
 
 
 FROM_DUCKDB = "tables: the DuckDB warehouse exported to Parquet"
+
+
+def spark_conf(pairs: list[str] | None) -> dict[str, str]:
+    """``--spark-conf KEY=VALUE`` options as a Spark settings dict."""
+    return dict(pair.split("=", 1) for pair in pairs or [])
+
+
+def spark_label(plan: Plan) -> str:
+    """The engine as results name it: ``spark``, or with the settings it ran with."""
+    return " ".join(("spark", *plan.spark_conf))
 
 
 def export_tables(db: Path, out: Path) -> Path:
@@ -643,6 +657,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         action="store_true",
         help="Spark features on SCRATCH/x<N>.duckdb exported to Parquet (when its ingest cannot).",
     )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="A Spark setting for both Spark steps (repeatable), e.g. spark.driver.memory=4g.",
+    )
     parser.add_argument("--settle-load", type=float, default=1.0)
     parser.add_argument("--settle-max", type=float, default=120.0)
     parser.add_argument("--write", type=Path)
@@ -680,7 +700,7 @@ def benchmark(
     plan = Plan(
         args.scratch, args.catalog, args.timeout, args.feature_timeout, args.settle_load,
         args.settle_max, command.strip(), tuple(args.steps.split(",")), args.duckdb_memory,
-        args.master, args.spark_tables_from_duckdb,
+        args.master, args.spark_tables_from_duckdb, tuple(args.spark_conf or ()),
     )  # fmt: skip
     total = len(load_catalog(args.catalog))
     for copies in (int(c) for c in args.copies.split(",")):
