@@ -581,16 +581,17 @@ def growth_lines(results: list[Measurement]) -> list[str]:
     ]
     pairs = sorted({(m.engine, m.step) for m in results}, key=lambda k: (k[1] != "ingest", k))
     both = common_features(results, ("duckdb", "spark"))
+    rows: list[tuple[str, str, list[tuple[float, float]]]] = []
     for engine, step in pairs:
-        lines.append(_growth_row(engine, f"{step} (wall)", _curve(results, engine, step)))
+        rows.append((engine, f"{step} (wall)", _curve(results, engine, step)))
         if step == "features":
             own = _common_curve(results, engine, common_features(results, [engine]))
-            lines.append(_growth_row(engine, "features ok at every size (query time)", own))
+            rows.append((engine, "features ok at every size (query time)", own))
             if engine in ("duckdb", "spark") and both:
                 curve = _common_curve(results, engine, both)
-                lines.append(
-                    _growth_row(engine, f"{len(both)} features both engines compute", curve)
-                )
+                rows.append((engine, f"{len(both)} features both engines compute", curve))
+    # a slope needs two sizes (a failed size, or one measured only once, gives none)
+    lines += [_growth_row(*row) for row in rows if len(row[2]) >= 2]
     for step in ("ingest", "features"):
         duck, spark = _curve(results, "duckdb", step), _curve(results, "spark", step)
         if duck and spark:
