@@ -35,7 +35,6 @@ from autofe.schema import Availability, IngestIssue, IngestReport
 from autofe.warehouse.ledger import (
     hash_bytes,
     ingested_among,
-    record_ingested,
     record_ingested_many,
     record_issues,
 )
@@ -909,17 +908,6 @@ def _fingerprint(item: _Input, out: _Output) -> str:
 _WRITE_ORDER = ("cluster_configs", "jobs", "runs", "run_attributes", "table_stats")
 
 
-def _store(con: duckdb.DuckDBPyConnection, item: _Input, out: _Output, key: str) -> None:
-    """Write one file's rows, issues and ledger entry in one transaction.
-
-    Raises:
-        WarehouseError: the warehouse refused the rows (the transaction is rolled back).
-    """
-    with transaction(con, str(item.path)):
-        _write(con, [_Pending(item, out, key)])
-        record_ingested(con, key, item.path, LEDGER_KIND)
-
-
 @dataclass(frozen=True)
 class _Pending:
     """A changed file's rows, waiting for its batch's transaction."""
@@ -939,12 +927,17 @@ def _store_batch(con: duckdb.DuckDBPyConnection, batch: Sequence[_Pending]) -> N
         WarehouseError: a file's rows were refused (that file is named; earlier ones are kept).
     """
     try:
-        with transaction(con, f"{len(batch)} workspace files"):
-            _write(con, batch)
-            record_ingested_many(con, [(p.key, p.item.path) for p in batch], LEDGER_KIND)
+        _commit(con, batch, f"{len(batch)} workspace files")
     except WarehouseError:
         for p in batch:
-            _store(con, p.item, p.out, p.key)
+            _commit(con, [p], str(p.item.path))
+
+
+def _commit(con: duckdb.DuckDBPyConnection, batch: Sequence[_Pending], what: str) -> None:
+    """The rows, issues and ledger entries of ``batch`` in one transaction (rolled back whole)."""
+    with transaction(con, what):
+        _write(con, batch)
+        record_ingested_many(con, [(p.key, p.item.path) for p in batch], LEDGER_KIND)
 
 
 def _write(con: duckdb.DuckDBPyConnection, batch: Sequence[_Pending]) -> None:

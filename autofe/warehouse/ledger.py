@@ -41,11 +41,7 @@ def hash_files(paths: Iterable[Path]) -> str:
 
 
 def already_ingested(con: duckdb.DuckDBPyConnection, content_hash: str) -> bool:
-    # fetchall, not fetchone: DuckDB 2 refuses new work while a result is left unfinished.
-    rows = con.execute(
-        "SELECT count(*) FROM ingested_files WHERE content_hash = ?", [content_hash]
-    ).fetchall()
-    return bool(rows and rows[0][0])
+    return content_hash in ingested_among(con, [content_hash])
 
 
 def ingested_among(con: duckdb.DuckDBPyConnection, content_hashes: Sequence[str]) -> set[str]:
