@@ -217,18 +217,29 @@ def stop_reason(
     """Why the loop stops after this round, or None to go on."""
     history = [*state.get("history", []), *update["history"]]
     proposed = sum(h["proposed"] for h in history)
-    spent = sum(sum(h["seconds"].values()) for h in history)
+    rounds = [sum(h["seconds"].values()) for h in history]
     if proposed_now == 0:
         return "no_candidates"
     if settings.targets.met(update["best_score"]) and proposed >= settings.min_proposals:
         return "targets_met"
     if update["iteration"] >= settings.max_iterations:
         return "max_iterations"
-    if spent >= settings.budget_seconds:
+    if over_budget(rounds, settings.budget_seconds):
         return "budget_seconds"
     if settings.budget_tokens is not None and state.get("tokens", 0) >= settings.budget_tokens:
         return "budget_tokens"
     return None
+
+
+def over_budget(rounds: list[float], budget: float) -> bool:
+    """Whether the seconds are spent, or would be by a next round as long as the last one:
+    the loop stops before a round it cannot finish within the budget, not one round after.
+
+    >>> over_budget([40.0, 45.0], 120.0), over_budget([40.0, 45.0], 140.0)
+    (True, False)
+    """
+    spent = sum(rounds)
+    return spent >= budget or spent + (rounds[-1] if rounds else 0.0) > budget
 
 
 def finalize_node(ctx: LoopContext) -> Node:
