@@ -19,7 +19,8 @@ in this order each round:
    depth ``k``, a window in ``days``...) halved and doubled, because the best window is
    workspace-specific.
 3. **Combinations** of the strongest kept features: their product and ratio per run, because
-   runtime is often a product of size and rate (rows × cost per row).
+   runtime is often a product of size and rate (rows × cost per row). Kept products and
+   ratios are not combined again (see :func:`is_combination`).
 
 Nothing is proposed twice (the request's ``feedback.proposed_ids`` lists every feature id
 proposed so far), so the same request sequence gives the same proposals.
@@ -263,17 +264,31 @@ def parameter_variants(recipe: Recipe) -> list[dict[str, Any]]:
 
 def combinations(kept: Sequence[Mapping[str, Any]]) -> Iterator[Drafted]:
     """Product and ratio of each pair among the most important numeric kept features."""
-    numeric = [k for k in kept if k.get("value_type", "DOUBLE") != "VARCHAR"]
+    numeric = [
+        k
+        for k in kept
+        if k.get("value_type", "DOUBLE") != "VARCHAR" and not is_combination(str(k.get("sql", "")))
+    ]
     top = sorted(numeric, key=lambda k: -float(k.get("importance", 0.0)))[:TOP_COMBINE]
     for a, b in itertools.combinations(top, 2):
         for op, word in (("*", "x"), ("/", "per")):
             yield _drafted(_combined(a, b, op, word), origin=f"combine:{a['name']},{b['name']}")
 
 
-def _combined(a: Mapping[str, Any], b: Mapping[str, Any], op: str, word: str) -> FeatureSpec:
+def is_combination(sql: str) -> bool:
+    """Whether a feature is already a product or ratio of others (the planner's nested form):
+    combining those again grows ever higher-order terms of the same few leaders, which on the
+    example workspace were products of products of one history feature."""
+    return any(sql.startswith(f"SELECT d0.run_id, {_combined_value(op)} AS value") for op in "*/")
+
+
+def _combined_value(op: str) -> str:
     right = "d1.value" if op == "*" else "nullif(d1.value, 0)"
-    value = f"CAST(d0.value AS DOUBLE) {op} CAST({right} AS DOUBLE)"
-    sql = _nested([a["sql"], b["sql"]], value)
+    return f"CAST(d0.value AS DOUBLE) {op} CAST({right} AS DOUBLE)"
+
+
+def _combined(a: Mapping[str, Any], b: Mapping[str, Any], op: str, word: str) -> FeatureSpec:
+    sql = _nested([a["sql"], b["sql"]], _combined_value(op))
     return FeatureSpec(
         name=_name(f"{a['name']}_{word}_{b['name']}"),
         sql=sql,

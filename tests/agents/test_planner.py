@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from autofe.agents.llm import KnowledgeSnippet, ProposalRequest
-from autofe.agents.planner import OfflinePlanner, parameter_variants
+from autofe.agents.planner import (
+    OfflinePlanner,
+    combinations,
+    is_combination,
+    parameter_variants,
+)
 from autofe.knowledge_base.corpus import load_corpus, recipe_spec
 from autofe.sandbox.session import Sandbox
 
@@ -73,6 +78,28 @@ def test_kept_features_get_variants_and_combinations() -> None:
     combos = [p for p in batch.proposals if p.category == "interaction"]
     numeric = [k for k in kept if k["value_type"] != "VARCHAR"][:5]
     assert len(combos) == len(numeric) * (len(numeric) - 1)  # product and ratio per pair
+
+
+def test_products_and_ratios_are_not_combined_again() -> None:
+    docs = [d.id for d in DOCS[:5]]
+    base = OfflinePlanner(DOCS).propose(_request(docs, max_proposals=500)).proposals
+    numeric = [p for p in base if p.value_type != "VARCHAR"][:3]
+    assert len(numeric) == 3
+    kept = [
+        {"name": p.name, "sql": p.sql, "importance": 1.0, "kb_refs": [], "value_type": "DOUBLE"}
+        for p in numeric
+    ]
+    first = list(combinations(kept))[:2]  # a x b, a per b
+    assert all(is_combination(d.proposal.sql) for d in first)
+    again = [
+        *kept,
+        *({"name": d.proposal.name, "sql": d.proposal.sql, "importance": 2.0} for d in first),
+    ]
+    # the kept products and ratios (most important here) are left out of the new pairs
+    assert [d.proposal.sql for d in combinations(again)] == [
+        d.proposal.sql for d in combinations(kept)
+    ]
+    assert not is_combination(numeric[0].sql)
 
 
 def test_profile_columns_come_first_as_numbers_or_categories(example_warehouse: Path) -> None:
