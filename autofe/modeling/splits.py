@@ -35,14 +35,3 @@ def time_folds(
     bounds = np.linspace(start, n, folds + 1).astype(int)
     index = np.arange(n)
     return [(index[:a], index[a:b]) for a, b in itertools.pairwise(bounds)]
-
-
-def tail_split(n: int, shares: tuple[float, ...]) -> list[NDArray[np.intp]]:
-    """Cut ``n`` time-ordered rows into consecutive blocks; the last block takes the remainder.
-
-    >>> [len(b) for b in tail_split(100, (0.7, 0.15, 0.15))]
-    [70, 15, 15]
-    """
-    cuts = np.cumsum([round(n * s) for s in shares[:-1]])
-    index = np.arange(n)
-    return [index[a:b] for a, b in zip([0, *cuts], [*cuts, n], strict=True)]
