@@ -1,7 +1,8 @@
-"""Split-conformal prediction intervals on log duration.
+"""Conformal prediction intervals on log duration.
 
-Residuals of a held-out, later-in-time calibration block give the interval half-width in log
-space, so intervals are multiplicative (a 10 s job gets ±seconds, a 1 h job ±minutes) and their
+Out-of-fold residuals, each from a model that saw nothing submitted later (the time-ordered
+folds of :func:`autofe.modeling.train.fit`), give the interval half-width in log space, so
+intervals are multiplicative (a 10 s job gets ±seconds, a 1 h job ±minutes) and their
 coverage holds under exchangeability without assuming any error distribution. ``by_job``
 calibrates per job where a job has enough calibration runs (Mondrian conformal), falling back
 to the global width elsewhere.
