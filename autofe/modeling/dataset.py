@@ -43,24 +43,27 @@ class Encoder:
         if isinstance(value, str):
             codes = self.vocab.get(name, ())
             return float(codes.index(value)) if value in codes else math.nan
-        return stable(float(value))
+        return float(value)
 
 
-SIGNIFICANT_DIGITS = 12
+MANTISSA_BITS = 40
+"""About 12 significant decimal digits."""
 
 
-def stable(number: float) -> float:
-    """``number`` to 12 significant digits. DuckDB sums doubles in parallel, in no fixed
-    order, so one feature computed twice on the same warehouse can differ in its last bits; a
-    tree's split threshold may fall between the two, and the loop then keeps other features
-    in another process. Rounded, the matrix and everything fit on it repeat.
+def stable(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``x`` with every mantissa rounded to 40 bits. DuckDB sums doubles in parallel, in no
+    fixed order, so one feature computed twice on the same warehouse can differ in its last
+    bits; a tree's split threshold may fall between the two, and the loop then keeps other
+    features in another process. Rounded, the matrix and everything fit on it repeat. Scaling
+    by powers of two is exact and vectorised (a decimal rounding per cell cost 0.8 s per
+    million cells); NaN, infinities and zeros pass unchanged.
 
-    >>> stable(0.1 + 0.2) == stable(0.3), stable(float("nan")) != stable(float("nan"))
-    (True, True)
+    >>> bool(stable(np.array([0.1 + 0.2]))[0] == stable(np.array([0.3]))[0])
+    True
     """
-    if number == 0.0 or not math.isfinite(number):
-        return number
-    return float(f"{number:.{SIGNIFICANT_DIGITS}g}")
+    mantissa, exponent = np.frexp(x)
+    scale = 2.0**MANTISSA_BITS
+    return np.ldexp(np.round(mantissa * scale) / scale, exponent)
 
 
 @dataclass(frozen=True)
@@ -119,10 +122,12 @@ def build_dataset(
     features = tuple(sorted(values))
     run_ids = [r[0] for r in runs]
     encoder = encoder or Encoder.fit(features, values, run_ids)
-    x = np.array(
-        [[encoder.encode(f, values[f].get(r)) for f in features] for r in run_ids],
-        dtype=np.float64,
-    ).reshape(len(run_ids), len(features))
+    x = stable(
+        np.array(
+            [[encoder.encode(f, values[f].get(r)) for f in features] for r in run_ids],
+            dtype=np.float64,
+        ).reshape(len(run_ids), len(features))
+    )
     return Dataset(
         tuple(run_ids),
         tuple(r[1] for r in runs),
