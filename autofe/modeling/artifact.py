@@ -23,6 +23,9 @@ from autofe.modeling.train import RuntimeModel
 
 MODEL_FILE = "model.joblib"
 MANIFEST_FILE = "model.manifest.json"
+FORMAT = 2
+"""Bumped when a saved model's contents change shape (2: the fold models for CV+ intervals);
+a model of another format is refused before unpickling, with the retraining it needs."""
 
 
 @dataclass
@@ -62,6 +65,7 @@ def save_model(artifact: Artifact, directory: Path) -> Path:
     os.replace(partial, target)
     manifest = {
         "file": MODEL_FILE,
+        "format": FORMAT,
         "sha256": digest,
         "schema_fingerprint": artifact.schema_fingerprint,
         "features": [s.name for s in artifact.specs],
@@ -83,6 +87,11 @@ def load_model(path: Path, expected_schema: str) -> Artifact:
         raise ModelError(f"{model_path}: no model file")
     if file_sha256(model_path) != manifest.get("sha256"):
         raise ModelError(f"{model_path}: SHA-256 differs from {MANIFEST_FILE}; refusing to load it")
+    if manifest.get("format", 1) != FORMAT:
+        raise ModelError(
+            f"{model_path}: saved in model format {manifest.get('format', 1)}, this autofe reads "
+            f"format {FORMAT}; retrain it (autofe train or autofe run)"
+        )
     artifact = joblib.load(model_path)
     if not isinstance(artifact, Artifact):
         raise ModelError(f"{model_path}: not an autofe model artifact")

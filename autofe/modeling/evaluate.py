@@ -48,13 +48,13 @@ def cross_validate(
     high: dict[float, list[float]] = {level: [] for level in LEVELS}
     for train, test in time_folds(len(data), folds, min_train):
         model, block = fit(data.rows(train), seed), data.rows(test)
-        p50, lows, highs = _predict_block(model, block)
+        p50, bounds = model.predict(block.x, block.job_ids)
         ids += block.run_ids
         actual += list(block.seconds)
         predicted += list(p50)
         for level in LEVELS:
-            low[level] += lows[level]
-            high[level] += highs[level]
+            low[level] += list(bounds[level][0])
+            high[level] += list(bounds[level][1])
     return _evaluation(ids, np.array(actual), np.array(predicted), low, high)
 
 
@@ -72,28 +72,10 @@ def evaluate_holdout(data: Dataset, cut: int, seed: int = 0) -> Evaluation:
 
 def evaluate_model(model: RuntimeModel, block: Dataset) -> Evaluation:
     """A fitted model's predictions, intervals, metrics and coverage on ``block``."""
-    p50, low, high = _predict_block(model, block)
+    p50, bounds = model.predict(block.x, block.job_ids)
+    low = {level: list(lo) for level, (lo, _) in bounds.items()}
+    high = {level: list(hi) for level, (_, hi) in bounds.items()}
     return _evaluation(list(block.run_ids), block.seconds, p50, low, high)
-
-
-Bounds = dict[float, list[float]]
-
-
-Predicted = tuple[NDArray[np.float64], Bounds, Bounds]
-
-
-def _predict_block(model: RuntimeModel, block: Dataset) -> Predicted:
-    """p50 predictions and the interval bounds at every level, per job where calibrated."""
-    p50 = model.predict_seconds(block.x)
-    low: Bounds = {}
-    high: Bounds = {}
-    for level in LEVELS:
-        pairs = [
-            model.calibration.interval(p, level, j) for p, j in zip(p50, block.job_ids, strict=True)
-        ]
-        low[level] = [a for a, _ in pairs]
-        high[level] = [b for _, b in pairs]
-    return p50, low, high
 
 
 def _rounded(value: object) -> object:

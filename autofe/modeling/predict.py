@@ -16,7 +16,6 @@ import numpy as np
 from autofe.errors import ConfigError
 from autofe.modeling.artifact import Artifact
 from autofe.modeling.compute import compute_values, parse_query
-from autofe.modeling.conformal import LEVELS
 from autofe.modeling.dataset import Value, stable
 from autofe.modeling.pending import PendingRun, pending_sandbox
 from autofe.sandbox.rewrite import referenced_tables
@@ -58,8 +57,9 @@ def predict_values(
     """Predict from feature values given by name (absent names count as missing)."""
     model = artifact.model
     row = [model.encoder.encode(name, values.get(name)) for name in model.features]
-    p50 = float(model.predict_seconds(stable(np.array([row], dtype=np.float64)))[0])
-    intervals = {level: model.calibration.interval(p50, level, job_id) for level in LEVELS}
+    p50s, bounds = model.predict(stable(np.array([row], dtype=np.float64)), [job_id])
+    p50 = float(p50s[0])
+    intervals = {level: (float(low[0]), float(high[0])) for level, (low, high) in bounds.items()}
     features = {name: values.get(name) for name in model.features}
     return Prediction(run_id, job_id, p50, intervals, features)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -72,3 +73,18 @@ def test_a_model_without_its_manifest_is_refused(tmp_path: Path, artifact: Artif
     (tmp_path / MANIFEST_FILE).unlink()
     with pytest.raises(ModelError, match="missing"):
         load_model(tmp_path / MODEL_FILE, schema_fingerprint())
+
+
+def test_a_model_of_an_older_format_is_refused_before_unpickling(
+    tmp_path: Path, artifact: Artifact, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model saved before the fold models were kept has no CV+ calibration to load."""
+    import joblib
+
+    save_model(artifact, tmp_path)
+    manifest = json.loads((tmp_path / MANIFEST_FILE).read_text())
+    del manifest["format"]  # what format-1 models wrote
+    (tmp_path / MANIFEST_FILE).write_text(json.dumps(manifest))
+    monkeypatch.setattr(joblib, "load", lambda *a, **k: pytest.fail("unpickled an old model"))
+    with pytest.raises(ModelError, match=r"model format 1.*retrain it"):
+        load_model(tmp_path, schema_fingerprint())

@@ -24,13 +24,14 @@ def test_model_is_accurate_and_its_intervals_cover(
     learn, holdout = np.arange(cut), np.arange(cut, len(data))
     model = fit(data.rows(learn), seed=1)
     test = data.rows(holdout)
-    predicted = model.predict_seconds(test.x)
+    predicted, bounds = model.predict(test.x, test.job_ids)
     metrics = score(test.seconds, predicted)
     print(metrics)  # the numbers docs/modeling.md quotes (pytest -s)
     assert metrics.r2 > 0.9 and metrics.mape < 0.15, metrics
     for level in LEVELS:
-        low, high = zip(*(model.calibration.interval(p, level) for p in predicted), strict=True)
-        measured = coverage(test.seconds, np.array(low), np.array(high))
+        low, high = bounds[level]
+        assert np.all(low <= predicted) and np.all(predicted <= high)
+        measured = coverage(test.seconds, low, high)
         print(f"coverage of the {level:.0%} interval: {measured:.3f}")
         assert abs(measured - level) <= 0.05, (level, measured)
 

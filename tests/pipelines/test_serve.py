@@ -338,7 +338,12 @@ def test_recommend_prices_real_candidates_and_moves_with_the_deadline(
     bounds = [r["prediction"]["intervals"]["90%"][1] for r in singles]
     assert len(set(bounds)) == 3, "the model should tell these configurations apart"
     fastest, middle, slowest = sorted(range(3), key=lambda i: bounds[i])
-    prices = {fastest: 4.0, middle: 2.0, slowest: 1.0}  # the slower, the cheaper
+    p50s = [r["prediction"]["p50_s"] for r in singles]
+    # the slower by its bound, the cheaper to run: expected costs (p50 x price) of 0.4, 0.2 and
+    # 0.1 cents (bounds need not follow the p50s: a CV+ interval widens where the fold models
+    # disagree, so prices by rank alone would not order the costs)
+    cost = {fastest: 0.004, middle: 0.002, slowest: 0.001}
+    prices = {i: cost[i] * 3600.0 / p50s[i] for i in range(3)}
     job = {k: v for k, v in spec.items() if k != "cluster_config_id"}
     candidates = [
         {"cluster_config_id": c, "hourly_price": prices[i]} for i, c in enumerate(configs)
@@ -356,8 +361,9 @@ def test_recommend_prices_real_candidates_and_moves_with_the_deadline(
         assert a["p50_s"] == singles[i]["prediction"]["p50_s"] and a["bound_s"] == bounds[i]
         assert a["expected_cost_usd"] == pytest.approx(a["p50_s"] * prices[i] / 3600, abs=1e-6)
     assert roomy["choice"]["index"] == slowest and roomy["meets_deadline"]
-    assert recommend(bounds[middle])["choice"]["index"] == middle
-    assert recommend(bounds[fastest])["choice"]["index"] == fastest
+    ms = 0.001  # responses round the bounds to milliseconds
+    assert recommend(bounds[middle] + ms)["choice"]["index"] == middle
+    assert recommend(bounds[fastest] + ms)["choice"]["index"] == fastest
     missed = recommend(bounds[fastest] - 0.01)
     assert missed["choice"]["index"] == fastest and not missed["meets_deadline"]
     assert [a["meets_deadline"] for a in missed["alternatives"]] == [False] * 3
