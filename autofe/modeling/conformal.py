@@ -8,8 +8,9 @@ model's: where the fold models disagree about a run (a script version, a window 
 configuration the early folds never saw) the interval widens by that disagreement. The
 earlier design put the final model's prediction ± one residual quantile, which was as narrow
 for a novel run as for a familiar one: on the example workspace its 80 % / 90 % intervals
-covered 66 % / 75 % of the holdout, CV+ 75 % / 89 % (``docs/modeling.md``). Widths are in log
-space, so intervals are multiplicative (a 10 s job gets ±seconds, a 1 h job ±minutes).
+covered 66 % / 75 % of the holdout, CV+ 76 % / 88 % (``docs/run.md``, "Intervals"). Widths
+are in log space, so intervals are multiplicative (a 10 s job gets ±seconds, a 1 h job
+±minutes).
 ``by_job`` calibrates per job where a job has enough calibration runs (Mondrian conformal),
 falling back to every run elsewhere.
 """
@@ -41,7 +42,8 @@ def conformal_quantile(residuals: NDArray[np.float64], level: float) -> float:
 
 @dataclass(frozen=True)
 class Calibration:
-    """The calibration runs' absolute log residuals, the fold that predicted each, their jobs."""
+    """The calibration runs' absolute log residuals, the fold that predicted each, and which of
+    them belong to each job calibrated on its own."""
 
     residuals: NDArray[np.float64]
     folds: NDArray[np.intp]
