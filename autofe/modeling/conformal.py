@@ -64,10 +64,6 @@ class Calibration:
         by_job = {job: np.array(ix) for job, ix in groups.items() if len(ix) >= MIN_GROUP}
         return cls(np.abs(log_actual - log_pred), np.asarray(folds, dtype=np.intp), by_job)
 
-    @property
-    def n(self) -> int:
-        return len(self.residuals)
-
     def bounds(
         self, fold_log_p50: NDArray[np.float64], level: float, job: str = ""
     ) -> tuple[float, float]:

@@ -7,6 +7,7 @@ metrics are what a user would have seen, not an in-sample flattery.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -17,7 +18,7 @@ from autofe.modeling.conformal import LEVELS
 from autofe.modeling.dataset import Dataset
 from autofe.modeling.metrics import Metrics, coverage, score
 from autofe.modeling.splits import time_folds
-from autofe.modeling.train import RuntimeModel, fit
+from autofe.modeling.train import Bounds, RuntimeModel, fit
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ def cross_validate(
         for level in LEVELS:
             low[level] += list(bounds[level][0])
             high[level] += list(bounds[level][1])
-    return _evaluation(ids, np.array(actual), np.array(predicted), low, high)
+    joined = {lv: (np.array(low[lv]), np.array(high[lv])) for lv in LEVELS}
+    return _evaluation(ids, np.array(actual), np.array(predicted), joined)
 
 
 def evaluate_holdout(data: Dataset, cut: int, seed: int = 0) -> Evaluation:
@@ -73,9 +75,7 @@ def evaluate_holdout(data: Dataset, cut: int, seed: int = 0) -> Evaluation:
 def evaluate_model(model: RuntimeModel, block: Dataset) -> Evaluation:
     """A fitted model's predictions, intervals, metrics and coverage on ``block``."""
     p50, bounds = model.predict(block.x, block.job_ids)
-    low = {level: list(lo) for level, (lo, _) in bounds.items()}
-    high = {level: list(hi) for level, (_, hi) in bounds.items()}
-    return _evaluation(list(block.run_ids), block.seconds, p50, low, high)
+    return _evaluation(block.run_ids, block.seconds, p50, bounds)
 
 
 def _rounded(value: object) -> object:
@@ -83,12 +83,10 @@ def _rounded(value: object) -> object:
 
 
 def _evaluation(
-    ids: list[str],
+    ids: Sequence[str],
     actual: NDArray[np.float64],
     predicted: NDArray[np.float64],
-    low: dict[float, list[float]],
-    high: dict[float, list[float]],
+    bounds: dict[float, Bounds],
 ) -> Evaluation:
-    bounds = {lv: (np.array(low[lv]), np.array(high[lv])) for lv in LEVELS}
     covered = {lv: coverage(actual, *bounds[lv]) for lv in LEVELS}
     return Evaluation(tuple(ids), actual, predicted, bounds, score(actual, predicted), covered)
