@@ -1,29 +1,29 @@
 """The MCP tools server: thin wrappers over autofe's pure tool functions.
 
 One server object per workspace (a warehouse, the folders event logs may be read from, a
-feature store). Every tool but ``materialize_feature`` is annotated read-only; tool errors
-are raised as ``ToolError`` with a message a model can act on, never returned as text. The
-warehouse is only ever read through the sandbox.
+feature store). Every tool but ``materialize_feature`` is annotated read-only. Every failed
+call, whether refused by the input schema, refused by autofe or crashed, is an ``isError``
+result whose text is ``<tool>: <reason>`` (:mod:`autofe.tools.tool_errors`), made in one place,
+:meth:`AutofeServer.call_tool`. The warehouse is only ever read through the sandbox.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import AfterValidator, Field, ValidationError
 
 from autofe.agents.gates import GateContext, Verdict, run_gates
-from autofe.errors import AutofeError
 from autofe.featurespec import Category, FeatureSpec, ValueType
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
@@ -38,11 +38,16 @@ from autofe.tools.query_metadata import query_metadata as _query_metadata
 from autofe.tools.run_readonly_sql import SqlResult
 from autofe.tools.run_readonly_sql import run_readonly_sql as _run_readonly_sql
 from autofe.tools.summarize_event_log import EventLogSummary, summarize_event_log
+from autofe.tools.tool_errors import (
+    failure,
+    invalid_arguments,
+    is_refusal,
+    refuse_nul,
+    unknown_arguments,
+    unknown_tool,
+)
 
 log = logging.getLogger(__name__)
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
@@ -87,17 +92,47 @@ class Workspace:
             self._sandbox = None
 
 
-def tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Raise autofe's errors as ToolError so the model reads the reason, not a crash."""
+class AutofeServer(MCPServer[Any]):
+    """The SDK's server, with every tool error saying why.
 
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+    The SDK validates arguments before a tool runs and reports a crash as a bare ``Error
+    executing tool <name>``, so no decorator on the tool functions can see every failure; this
+    override sees them all, after the SDK has kept the original as ``__cause__``.
+    """
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Call a tool; any failure is a ``ToolError`` whose message names the tool and why."""
+        tools = {tool.name: tool for tool in await self.list_tools()}
+        if name not in tools:
+            raise ToolError(unknown_tool(name, tools))
+        accepted = tools[name].input_schema.get("properties", {})
+        if (extra := unknown_arguments(name, arguments, accepted)) is not None:
+            raise ToolError(extra)
         try:
-            return fn(*args, **kwargs)
-        except AutofeError as exc:
-            raise ToolError(str(exc)) from exc
+            return await super().call_tool(name, arguments, context)
+        except MCPError:
+            raise
+        except Exception as exc:
+            message, origin = _explained(name, arguments, exc)
+            raise ToolError(message) from origin
 
-    return wrapper
+
+def _explained(name: str, arguments: dict[str, Any], exc: Exception) -> tuple[str, BaseException]:
+    """The reasoned message for what ``MCPServer.call_tool`` raised, and what to chain it to.
+
+    A rejected argument stays chained to its ``ValidationError`` so the SDK logs it by field
+    name only, as it does its own; a crash is logged here with its traceback (it is a bug).
+    """
+    crashed = isinstance(exc, UnexpectedToolError)
+    cause = exc.__cause__ if isinstance(exc, ToolError) and exc.__cause__ is not None else exc
+    if isinstance(cause, ValidationError) and not crashed:
+        return invalid_arguments(name, cause), cause
+    message = failure(name, arguments, cause)
+    if not is_refusal(cause):
+        log.error("%s", message, exc_info=cause)
+    return message, exc
 
 
 def _spec(
@@ -108,26 +143,56 @@ def _spec(
     )
 
 
-Name = Annotated[str, Field(description="snake_case feature name", pattern=r"^[a-z][a-z0-9_]*$")]
+MAX_NAME = 80
+"""A feature name's length limit: the one ``FeatureSpec`` enforces, checked before it runs."""
+MAX_KEY = 1000
+"""An id, table name or status: far longer than any real one, short enough to quote back."""
+MAX_PATH = 4096
+"""Linux's PATH_MAX: no longer path can be opened."""
+MAX_SQL = 100_000
+MAX_SCRIPT = 1_000_000
+"""A whole SQL or PySpark script to profile (a notebook export, not one statement)."""
+
+Key = Annotated[str, Field(max_length=MAX_KEY), AfterValidator(refuse_nul)]
+Name = Annotated[
+    str,
+    Field(
+        description="snake_case feature name",
+        pattern=r"^[a-z][a-z0-9_]*$",
+        min_length=1,
+        max_length=MAX_NAME,
+    ),
+]
 FeatureSql = Annotated[
     str,
     Field(
         description="DuckDB SELECT returning (run_id, value): one row per run, computed only "
         "from what was known before that run's submit_time",
         min_length=1,
-        max_length=100_000,
+        max_length=MAX_SQL,
     ),
 ]
 CategoryArg = Annotated[Category, Field(description="feature category")]
 ValueTypeArg = Annotated[ValueType, Field(description="SQL type of value")]
 Rationale = Annotated[str, Field(description="why it should predict runtime", max_length=2000)]
+LogPath = Annotated[
+    str,
+    Field(description="event log file or rolled-log folder", min_length=1, max_length=MAX_PATH),
+    AfterValidator(refuse_nul),
+]
+Sql = Annotated[
+    str,
+    Field(description="one DuckDB SELECT over warehouse tables", min_length=1, max_length=MAX_SQL),
+]
+Script = Annotated[
+    str, Field(description="or this SQL / PySpark text", min_length=1, max_length=MAX_SCRIPT)
+]
 
 
 def _register_read_tools(server: MCPServer[Any], ws: Workspace) -> None:
     @server.tool(annotations=READ_ONLY)
-    @tool_errors
     def describe_schema(
-        table: Annotated[str | None, Field(description="one table, or all when omitted")] = None,
+        table: Annotated[Key | None, Field(description="one table, or all when omitted")] = None,
     ) -> SchemaDescription:
         """Tables and columns of the warehouse with availability tags.
 
@@ -137,9 +202,8 @@ def _register_read_tools(server: MCPServer[Any], ws: Workspace) -> None:
         return _describe_schema(ws.gates().catalog, table)
 
     @server.tool(annotations=READ_ONLY)
-    @tool_errors
     def parse_event_log(
-        path: Annotated[str, Field(description="event log file or rolled-log folder")],
+        path: LogPath,
         max_items: Annotated[int, Field(ge=1, le=200, description="stages/SQL listed")] = 20,
     ) -> EventLogSummary:
         """Summarise one Spark event log: application, jobs, stages, SQL, task metrics."""
@@ -148,23 +212,22 @@ def _register_read_tools(server: MCPServer[Any], ws: Workspace) -> None:
 
 def _register_query_tools(server: MCPServer[Any], ws: Workspace) -> None:
     @server.tool(annotations=READ_ONLY)
-    @tool_errors
     def query_metadata(
         entity: Annotated[
             Literal["jobs", "runs", "cluster_configs", "table_stats"],
             Field(description="what to list"),
         ],
-        job_id: str | None = None,
-        run_id: str | None = None,
-        status: str | None = None,
+        job_id: Key | None = None,
+        run_id: Key | None = None,
+        status: Key | None = None,
         submitted_after: datetime | None = None,
         submitted_before: datetime | None = None,
-        table_name: str | None = None,
+        table_name: Key | None = None,
         as_of: Annotated[
             datetime | None, Field(description="table_stats: latest snapshot at this time")
         ] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
-        offset: Annotated[int, Field(ge=0)] = 0,
+        offset: Annotated[int, Field(ge=0, le=1_000_000_000)] = 0,
     ) -> MetadataPage:
         """Jobs, runs (with their cluster config), cluster configs, or table stats; paged."""
         return _query_metadata(
@@ -182,19 +245,17 @@ def _register_query_tools(server: MCPServer[Any], ws: Workspace) -> None:
         )
 
     @server.tool(annotations=READ_ONLY)
-    @tool_errors
     def run_readonly_sql(
-        sql: Annotated[str, Field(description="one DuckDB SELECT over warehouse tables")],
+        sql: Sql,
         limit: Annotated[int, Field(ge=1, le=1000)] = 100,
     ) -> SqlResult:
         """Run one read-only query in the sandbox (no files, no settings, time/row limits)."""
         return _run_readonly_sql(ws.sandbox(), sql, limit)
 
     @server.tool(annotations=READ_ONLY)
-    @tool_errors
     def profile_script(
-        job_id: Annotated[str | None, Field(description="profile this job's script")] = None,
-        text: Annotated[str | None, Field(description="or this SQL / PySpark text")] = None,
+        job_id: Annotated[Key | None, Field(description="profile this job's script")] = None,
+        text: Script | None = None,
     ) -> ScriptProfile:
         """Facts from a SQL or PySpark script: tables, joins and keys, filters, date ranges,
         aggregations, windows, UDFs."""
@@ -217,7 +278,6 @@ def _script_text(ws: Workspace, job_id: str | None, text: str | None) -> str:
 
 def _register_feature_tools(server: MCPServer[Any], ws: Workspace) -> None:
     @server.tool(annotations=READ_ONLY)
-    @tool_errors
     def check_feature(
         name: Name,
         sql: FeatureSql,
@@ -230,7 +290,6 @@ def _register_feature_tools(server: MCPServer[Any], ws: Workspace) -> None:
         return verdict.as_dict()
 
     @server.tool(annotations=WRITES)
-    @tool_errors
     def materialize_feature(
         name: Name,
         sql: FeatureSql,
@@ -243,7 +302,7 @@ def _register_feature_tools(server: MCPServer[Any], ws: Workspace) -> None:
         return _materialize_feature(spec, ws.gates(), ws.sandbox(), ws.config.feature_store)
 
 
-def build_server(config: ServerConfig) -> MCPServer[Any]:
+def build_server(config: ServerConfig) -> AutofeServer:
     """The autofe MCP server for one warehouse."""
     ws = Workspace(config)
 
@@ -254,7 +313,7 @@ def build_server(config: ServerConfig) -> MCPServer[Any]:
         finally:
             ws.close()
 
-    server: MCPServer[Any] = MCPServer(
+    server = AutofeServer(
         name="autofe",
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
