@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import duckdb
+from planted_models import copy_model, plant, touch
 from typer.testing import CliRunner
 
 from autofe.cli import app
@@ -71,3 +73,19 @@ def test_a_tampered_model_is_refused_in_one_line(
     result = runner.invoke(app, args)
     assert result.exit_code == EXIT_USER_ERROR
     assert "SHA-256 differs" in result.output and "Traceback" not in result.output
+
+
+def test_a_planted_model_runs_nothing_and_is_refused_in_one_line(
+    tmp_path: Path, example_warehouse: Path, manual_model: Path
+) -> None:
+    """A code-running pickle with the manifest's SHA-256 recomputed to match it."""
+    copy = copy_model(manual_model, tmp_path / "m")
+    sentinel = tmp_path / "SENTINEL"
+    plant(copy, pickle.dumps(touch(sentinel)))
+    args = ["predict", "--model", str(copy), "--db", str(example_warehouse), "--run-id", "1001"]
+    result = runner.invoke(app, args)
+    assert not sentinel.exists()
+    assert result.exit_code == EXIT_USER_ERROR
+    assert "Traceback" not in result.output
+    message = " ".join(result.output.split())
+    assert message.startswith("error: ") and "references posix.system" in message

@@ -26,6 +26,7 @@ from typing import Any
 
 from autofe.errors import ModelError
 from autofe.modeling.artifact import MANIFEST_FILE, MODEL_FILE, Artifact, load_model
+from autofe.warehouse.connect import schema_fingerprint
 
 MODELS_DIR = "models"
 ACTIVE_FILE = "ACTIVE"
@@ -120,9 +121,21 @@ class Registry:
             return b""
 
     def promote(self, name: str, reason: str, details: dict[str, Any] | None = None) -> None:
-        """Make ``name`` the active version (atomically) and record the decision."""
+        """Make ``name`` the active version (atomically) and record the decision.
+
+        The version is loaded first, as the server will load it (hash, allow-listed
+        unpickling, parts, schema): a damaged or planted version is refused here and the
+        pointer keeps naming the model it named.
+
+        Raises:
+            ModelError: no such version, or it does not load.
+        """
         previous = self.active()
-        self.version(name)  # must exist
+        version = self.version(name)
+        try:
+            load_model(version.path, schema_fingerprint())
+        except ModelError as exc:
+            raise ModelError(f"refusing to promote {name}: {exc}") from exc
         record = {"version": name, "since": _now(), "reason": reason}
         _write_json(self.root / ACTIVE_FILE, record)
         self.record(

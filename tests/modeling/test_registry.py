@@ -1,12 +1,15 @@
-"""The model registry: versions, the atomic active pointer, the promotion history."""
+"""The model registry: versions, the atomic active pointer, the promotion history, and
+promotion refusing a version that does not load."""
 
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 from pathlib import Path
 
 import pytest
+from planted_models import plant, touch
 
 from autofe.errors import ModelError
 from autofe.modeling.artifact import MANIFEST_FILE, MODEL_FILE
@@ -93,3 +96,27 @@ def test_the_active_stamp_changes_with_every_promotion_however_fast(
         registry.promote(version.name, "back and forth")
         stamps.append(registry.active_stamp())
     assert stamps[0] != stamps[1] != stamps[2]
+
+
+@pytest.mark.parametrize("plant_kind", ["code-running pickle", "damaged file"])
+def test_a_planted_version_is_refused_at_promotion_and_runs_nothing(
+    tmp_path: Path, manual_model: Path, plant_kind: str
+) -> None:
+    """The pointer only ever names a version that loads: a planted one never becomes active."""
+    registry = Registry(tmp_path / "home")
+    registry.promote(registry.add(manual_model, {}).name, "first model")
+    planted = registry.add(manual_model, {})
+    sentinel = tmp_path / "SENTINEL"
+    if plant_kind == "damaged file":
+        (planted.path / MODEL_FILE).write_bytes(b"tampered")
+        refusal = "SHA-256 differs"
+    else:
+        plant(planted.path, pickle.dumps(touch(sentinel)))
+        refusal = r"references posix\.system, which an autofe model never contains"
+    stamp, history = registry.active_stamp(), registry.history()
+    with pytest.raises(ModelError, match=rf"^refusing to promote v0002: .*{refusal}"):
+        registry.promote(planted.name, "better")
+    assert not sentinel.exists()
+    assert registry.active_stamp() == stamp and registry.history() == history
+    active = registry.active()
+    assert active is not None and active.name == "v0001"
