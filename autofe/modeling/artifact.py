@@ -1,12 +1,13 @@
 """Model artifacts: ``model.joblib`` plus ``model.manifest.json`` holding its SHA-256.
 
-:func:`load_model` checks the manifest (hash, format) before the file is read, then unpickles
-it with :func:`~autofe.modeling.safe_unpickle.safe_unpickle`, which builds only what an autofe
+:func:`load_model` checks the file against its manifest (hash, format, and the signature when
+a key is set) before unpickling it with :func:`~autofe.modeling.safe_unpickle.safe_unpickle`, which builds only what an autofe
 model is made of and never runs code the file names, then checks the parts a prediction uses
 and the warehouse schema: a model trained against another schema is refused, because its
 features' SQL would read columns that no longer mean the same thing. The hash catches a
 damaged file; it cannot catch a planted one (whoever writes the file can rewrite the
-manifest), which is why the unpickling itself is restricted.
+manifest), which is why the unpickling itself is restricted, and why a model can be signed
+with a key kept elsewhere (:mod:`autofe.modeling.signing`).
 
 Since format 3 the file is a plain pickle (protocol 5; ``joblib.load`` still reads it): the
 restricted loader reads the standard format, not joblib's arrays stored outside the pickle.
@@ -36,6 +37,7 @@ from autofe.modeling.conformal import Calibration
 from autofe.modeling.dataset import Encoder
 from autofe.modeling.metrics import Metrics
 from autofe.modeling.safe_unpickle import safe_unpickle
+from autofe.modeling.signing import check_signature, model_key, signature
 from autofe.modeling.train import RuntimeModel
 
 MODEL_FILE = "model.joblib"
@@ -73,7 +75,8 @@ def library_versions() -> dict[str, str]:
 
 
 def save_model(artifact: Artifact, directory: Path) -> Path:
-    """Write the artifact and its manifest (each atomically); return the model path."""
+    """Write the artifact and its manifest (each atomically, the manifest signed when
+    ``AUTOFE_MODEL_KEY`` is set); return the model path."""
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / MODEL_FILE
     partial = directory / f".{MODEL_FILE}.tmp"
@@ -91,17 +94,22 @@ def save_model(artifact: Artifact, directory: Path) -> Path:
         "trained_to": artifact.model.window[1].isoformat(),
         "versions": artifact.versions,
     }
+    key = model_key()
+    if key is not None:
+        manifest["signature"] = signature(key, digest, FORMAT)
     _write_json(directory / MANIFEST_FILE, manifest)
     return target
 
 
 def load_model(path: Path, expected_schema: str) -> Artifact:
-    """Verify the manifest, unpickle with the allow-list, check the parts and the schema.
+    """Verify the manifest (and the signature, when ``AUTOFE_MODEL_KEY`` is set), unpickle
+    with the allow-list, check the parts and the schema.
 
     Raises:
         ModelError: the file or its manifest is missing, damaged or of another format; the
-            pickle references or does anything an autofe model does not; the parts a
-            prediction uses are missing or of other types; another warehouse schema.
+            signature is missing or wrong; the pickle references or does anything an autofe
+            model does not; the parts a prediction uses are missing or of other types;
+            another warehouse schema.
     """
     model_path = path / MODEL_FILE if path.is_dir() else path
     manifest = _manifest(model_path.with_name(MANIFEST_FILE))
@@ -115,6 +123,7 @@ def load_model(path: Path, expected_schema: str) -> Artifact:
             f"{model_path}: saved in model format {manifest.get('format', 1)}, this autofe reads "
             f"format {FORMAT}; retrain it (autofe train or autofe run)"
         )
+    check_signature(manifest, model_key(), model_path)
     artifact = checked_artifact(safe_unpickle(data, str(model_path)), model_path)
     if artifact.schema_fingerprint != expected_schema:
         raise ModelError(

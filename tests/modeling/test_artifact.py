@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -87,9 +88,10 @@ def test_a_planted_model_with_a_matching_hash_runs_nothing(
     sentinel = tmp_path / "SENTINEL"
     data, refusal = payloads(sentinel, tmp_path)[kind]
     plant(folder, data)
-    with pytest.raises(ModelError, match=rf"model\.joblib: {refusal}, which an autofe model"):
+    with pytest.raises(ModelError) as refused:
         load_model(folder, schema_fingerprint())
     assert not sentinel.exists()
+    assert re.search(rf"model\.joblib: {refusal}, which an autofe model", str(refused.value))
 
 
 def test_a_payload_inside_a_real_model_runs_nothing(tmp_path: Path, artifact: Artifact) -> None:
@@ -97,9 +99,10 @@ def test_a_payload_inside_a_real_model_runs_nothing(tmp_path: Path, artifact: Ar
     hostile = replace(artifact, metrics={"holdout": touch(sentinel)})  # type: ignore[dict-item]
     save_model(artifact, tmp_path)
     plant(tmp_path, pickle.dumps(hostile, protocol=5))
-    with pytest.raises(ModelError, match=r"references posix\.system"):
+    with pytest.raises(ModelError) as refused:
         load_model(tmp_path, schema_fingerprint())
     assert not sentinel.exists()
+    assert "references posix.system" in str(refused.value)
 
 
 @pytest.mark.parametrize(
