@@ -9,6 +9,12 @@ disagree (comments, dollar quotes, desugaring) cannot smuggle a statement or a c
 Whatever still gets past both meets the last layer, DuckDB's own lockdown
 (see :mod:`autofe.sandbox.session`).
 
+Refusals say what was refused. A statement that is no query is named by its kind
+("EXPORT DATABASE statements are not allowed: ...") even when sqlglot cannot parse it: the
+kind is read from its leading keywords, and only ever to word the refusal. Look-alike
+punctuation (a full-width ``；``, curly quotes) outside strings, quoted names and comments is
+named with its code point and offset before anything is parsed (:data:`LOOKALIKES`).
+
 Functions decided against, so nobody re-adds them by accident:
 
 * every table function except ``range``, ``generate_series`` and ``unnest``: the rest read files
@@ -38,7 +44,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+import unicodedata
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import duckdb
@@ -252,7 +259,7 @@ def guard_sql(sql: str, catalog: WarehouseCatalog) -> exp.Expression:
     'SELECT COUNT(*) FROM runs'
     >>> guard_sql("COPY runs TO 'x.csv'", code_catalog())  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    autofe.errors.SandboxViolation: refused: only a read query ... is allowed, not COPY at ...
+    autofe.errors.SandboxViolation: refused: COPY statements are not allowed: only one read ...
     """
     tree = parse_single(sql)
     for node in tree.walk():
@@ -265,10 +272,63 @@ def parse_single(sql: str) -> exp.Expression:
 
     >>> type(parse_single("WITH a AS (SELECT 1) SELECT * FROM a UNION SELECT 2")).__name__
     'Union'
+    >>> parse_single("EXPORT DATABASE 'dump'")  # sqlglot cannot parse it; its keywords say what
+    Traceback (most recent call last):
+    autofe.errors.SandboxViolation: refused: EXPORT DATABASE statements are not allowed: \
+only one read query (SELECT / WITH) may run at "EXPORT DATABASE 'dump'"
     """
+    tokens = _checked_tokens(sql)
+    _check_one_statement(sql, tokens)
+    return _parse_query(sql, _split_statements(tokens)[0])
+
+
+def check_statements(sql: str) -> None:
+    """Refuse what the tokens alone show is not one query, without parsing the statement.
+
+    For text the parser cannot read: several statements, look-alike punctuation, or a
+    statement whose leading keywords name a kind that is not a query (``EXPORT DATABASE``,
+    which sqlglot does not parse). Passing proves nothing: :func:`guard_sql` still decides.
+
+    Raises:
+        SandboxViolation: with the reason and the offending span.
+
+    >>> check_statements("EXPORT DATABASE 'dump' (FORMAT parquet)")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    autofe.errors.SandboxViolation: refused: EXPORT DATABASE statements are not allowed: ...
+    >>> check_statements("SELECT (1")  # a parse error: nothing the tokens alone show
+    """
+    tokens = _checked_tokens(sql)
+    _check_one_statement(sql, tokens)
+    statement = _split_statements(tokens)[0]
+    kind = statement_kind(statement)
+    if kind is not None:
+        raise SandboxViolation(not_a_query(kind), sql, _token_span(statement))
+
+
+def check_characters(sql: str) -> None:
+    """Refuse look-alike punctuation (``；`` for ``;``) outside strings, quoted names and comments.
+
+    Raises:
+        SandboxViolation: naming the character, its code point and offset (see
+            :data:`LOOKALIKES`), or saying why the text cannot be tokenized.
+
+    >>> check_characters("SELECT '；' AS a -- ；")
+    >>> check_characters("SELECT 1；")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    autofe.errors.SandboxViolation: refused: character '；' (U+FF1B FULLWIDTH SEMICOLON) at ...
+    """
+    _check_lookalikes(sql, _tokenize(sql))
+
+
+def _checked_tokens(sql: str) -> list[Token]:
     if len(sql) > MAX_SQL_CHARS:
         raise SandboxViolation(f"statement longer than {MAX_SQL_CHARS} characters", sql)
     tokens = _tokenize(sql)
+    _check_lookalikes(sql, tokens)
+    return tokens
+
+
+def _check_one_statement(sql: str, tokens: list[Token]) -> None:
     statements = _split_statements(tokens)
     if not statements:
         raise SandboxViolation("empty statement: no query to run", sql)
@@ -278,7 +338,6 @@ def parse_single(sql: str) -> exp.Expression:
             sql,
             _token_span(statements[1]),
         )
-    return _parse_query(sql, statements[0])
 
 
 def _tokenize(sql: str) -> list[Token]:
@@ -299,10 +358,136 @@ def _split_statements(tokens: list[Token]) -> list[list[Token]]:
     return [s for s in statements if s]
 
 
+LOOKALIKES: dict[str, str] = {
+    **{
+        chr(code): chr(code - 0xFEE0)
+        for code in range(0xFF01, 0xFF5F)
+        if not chr(code - 0xFEE0).isalnum()  # full-width forms of ASCII punctuation
+    },
+    "\u037e": ";",  # GREEK QUESTION MARK: drawn exactly like a semicolon
+    "\u3001": ",",
+    "\u3002": ".",
+    "\uff61": ".",
+    "\uff64": ",",
+    "\ufe50": ",",
+    "\ufe52": ".",
+    "\ufe54": ";",
+    "\ufe55": ":",
+    "\ufe59": "(",
+    "\ufe5a": ")",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u2032": "'",
+    "\u00b4": "'",
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u2033": '"',
+    "\u2010": "-",
+    "\u2011": "-",
+    "\u2012": "-",
+    "\u2013": "-",
+    "\u2014": "-",
+    "\u2212": "-",
+    "\u2215": "/",
+    "\u2044": "/",
+    "\u2217": "*",
+    "\u3008": "<",
+    "\u3009": ">",
+    "\u2264": "<=",
+    "\u2265": ">=",
+    "\u2260": "<>",
+}
+"""Characters an input method or a word processor puts where SQL punctuation belongs, with the
+ASCII they stand for. Outside strings, quoted names and comments they are never what was meant:
+DuckDB reads ``runs；`` as one table name and ``SELECT 1；`` as a column named ``；``."""
+
+_QUOTED = frozenset(t for t in TokenType if t.name.endswith("STRING")) | {TokenType.IDENTIFIER}
+"""Tokens whose text is data (strings, quoted names): any character may stand there."""
+
+
+def _check_lookalikes(sql: str, tokens: Sequence[Token]) -> None:
+    for token in tokens:
+        if token.token_type in _QUOTED:
+            continue
+        text = sql[token.start : token.end + 1]
+        found = next((i for i, ch in enumerate(text) if ch in LOOKALIKES), None)
+        if found is not None:
+            offset = token.start + found
+            raise SandboxViolation(lookalike_reason(sql[offset], offset), sql, (offset, offset + 1))
+
+
+def lookalike_reason(char: str, offset: int) -> str:
+    """Why a look-alike character is refused: which one, where, and what to type instead.
+
+    >>> lookalike_reason("\uff1b", 8)
+    "character '；' (U+FF1B FULLWIDTH SEMICOLON) at offset 8: not SQL; use ';'"
+    """
+    named = f"{char!r} (U+{ord(char):04X} {unicodedata.name(char, 'unnamed character')})"
+    return f"character {named} at offset {offset}: not SQL; use {LOOKALIKES.get(char, '')!r}"
+
+
+_NOT_QUERY_WORDS = """
+    abort alter analyze attach begin call checkpoint comment commit copy create deallocate
+    delete describe detach drop end execute explain export force grant import insert install
+    load merge pivot pragma prepare reset revoke rollback set show start summarize truncate
+    uninstall unpivot update upsert use vacuum
+"""
+NOT_QUERY_KEYWORDS = frozenset(_NOT_QUERY_WORDS.split())
+"""Leading keywords of DuckDB statements that are not read queries (``FROM x SELECT ...``,
+``VALUES``, ``TABLE x`` and ``WITH`` start queries, and are absent on purpose)."""
+
+_OBJECTS = frozenset(
+    {"database", "function", "index", "macro", "schema", "secret", "sequence", "table", "type"}
+    | {"view"}
+)
+_MODIFIERS = frozenset({"or", "replace", "temp", "temporary", "persistent", "unique"})
+_SECOND_WORDS: dict[str, frozenset[str]] = {
+    "export": frozenset({"database"}),
+    "import": frozenset({"database"}),
+    "force": frozenset({"install", "checkpoint"}),
+    "create": _OBJECTS,
+    "drop": _OBJECTS,
+    "alter": _OBJECTS,
+}
+
+
+def statement_kind(tokens: Sequence[Token]) -> str | None:
+    """The kind of statement its leading keywords name, if it is a kind that is no query.
+
+    Read from tokens, so it names statements sqlglot cannot parse; only ever used to word a
+    refusal, never to let anything through.
+
+    >>> kind = lambda sql: statement_kind(sqlglot.Dialect.get_or_raise(DIALECT).tokenize(sql))
+    >>> kind("EXPORT DATABASE 'x'"), kind("CREATE OR REPLACE TEMP VIEW v AS SELECT 1")
+    ('EXPORT DATABASE', 'CREATE VIEW')
+    >>> kind("COPY runs TO 'x'"), kind("SELECT 1"), kind("FROM runs SELECT 1")
+    ('COPY', None, None)
+    """
+    words = [t.text.lower() if t.token_type not in _QUOTED else "" for t in tokens[:6]]
+    if not words or words[0] not in NOT_QUERY_KEYWORDS:
+        return None
+    second = next((w for w in words[1:] if w not in _MODIFIERS), "")
+    if second in _SECOND_WORDS.get(words[0], frozenset()):
+        return f"{words[0]} {second}".upper()
+    return words[0].upper()
+
+
+def not_a_query(kind: str) -> str:
+    """The refusal of a statement that is not a read query.
+
+    >>> not_a_query("EXPORT DATABASE")
+    'EXPORT DATABASE statements are not allowed: only one read query (SELECT / WITH) may run'
+    """
+    return f"{kind} statements are not allowed: only one read query (SELECT / WITH) may run"
+
+
 def _parse_query(sql: str, tokens: list[Token]) -> exp.Expression:
+    kind = statement_kind(tokens)
     try:
         parsed = sqlglot.Dialect.get_or_raise(DIALECT).parser().parse(tokens, sql)
     except ParseError as exc:
+        if kind is not None:  # the parser fails on it, but what it is shows in its keywords
+            raise SandboxViolation(not_a_query(kind), sql, _token_span(tokens)) from exc
         raise SandboxViolation(
             f"cannot parse as DuckDB SQL: {_first_error(exc)}", sql, _error_span(exc, sql)
         ) from exc
@@ -310,12 +495,8 @@ def _parse_query(sql: str, tokens: list[Token]) -> exp.Expression:
         raise SandboxViolation("statement nested too deeply to check", sql) from exc
     tree = parsed[0] if len(parsed) == 1 else None
     if not (isinstance(tree, exp.Query) and isinstance(tree, exp.Expression)):
-        kind = tokens[0].text.upper()
-        raise SandboxViolation(
-            f"only a read query (SELECT, WITH … SELECT, UNION …) is allowed, not {kind}",
-            sql,
-            _token_span(tokens),
-        )
+        named = kind or (type(tree).__name__ if tree is not None else tokens[0].text).upper()
+        raise SandboxViolation(not_a_query(named), sql, _token_span(tokens))
     return tree
 
 
