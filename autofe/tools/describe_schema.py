@@ -13,7 +13,7 @@ AVAILABILITY_RULES = (
     "describe the run itself) or post_execution (known only after a run ended; usable only "
     "from other runs whose ordered_by timestamp is strictly before the target run's "
     "runs.submit_time). ordered_by names the timestamp that says when a row became known; a "
-    "table_stats snapshot is usable for a run only if its as_of is before the run's "
+    "table_stats snapshot is usable for a run only if its as_of is at or before the run's "
     "submission. run_attributes carries a per-row tag in its availability column. The label is "
     "runs.duration_s: a feature must never read it, or any post-execution value, of the run it "
     "describes."

@@ -20,7 +20,7 @@ so gates and agents can read it:
   `ordered_by` timestamp is strictly before the target run's `runs.submit_time`.
 
 `ordered_by` names the timestamp that says when a row became known. For `table_stats` it is
-the snapshot's `as_of`: a snapshot is usable for a run only if taken before its submission.
+the snapshot's `as_of`: a snapshot is usable for a run if taken at or before its submission.
 `run_attributes` holds per-row tags in its `availability` column (set by the mapping file).
 The label is `runs.duration_s`.
 """

@@ -262,7 +262,7 @@ TABLE_STATS = Table(
         K,
         "table_stats.as_of",
         ("table_name", "VARCHAR", "Fully qualified table name."),
-        ("as_of", "TIMESTAMP", "When the snapshot was taken; usable only if before submit."),
+        ("as_of", "TIMESTAMP", "When the snapshot was taken; usable if at or before submit."),
         ("bytes", "BIGINT", "Table size in bytes."),
         ("row_count", "BIGINT", "Rows."),
         ("files", "BIGINT", "Data files."),

@@ -37,6 +37,6 @@ class Leakage(StrEnum):
     WINDOW_FUTURE = "window_future"
     """A window that sees later rows: LEAD, FOLLOWING frames, whole-partition aggregates."""
     LATE_SNAPSHOT = "late_snapshot"
-    """A table-stats snapshot not bounded to before the target's submission."""
+    """A table-stats snapshot not bounded to ``as_of <= submit_time`` of the target."""
     PERTURBATION = "perturbation"
     """Dynamic check: the value changed when facts known at or after submit were altered."""

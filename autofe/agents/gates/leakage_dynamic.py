@@ -95,8 +95,8 @@ WITH base AS (
         run_id IN (
             SELECT run_id FROM {FILE}.run_attributes WHERE availability = 'post_execution'
         ) AS own_post_attributes,
-        COALESCE(submit_time > (SELECT min(as_of) FROM {FILE}.table_stats)
-            AND submit_time <= (SELECT max(as_of) FROM {FILE}.table_stats), false)
+        COALESCE(submit_time >= (SELECT min(as_of) FROM {FILE}.table_stats)
+            AND submit_time < (SELECT max(as_of) FROM {FILE}.table_stats), false)
             AS later_snapshot,
         COALESCE(min(end_time) OVER job < submit_time, false) AS earlier_ended,
         COALESCE(max(submit_time) OVER job > submit_time, false) AS later_run,

@@ -29,7 +29,8 @@ Semantics, as implemented:
   need ``end_time < T``, directly or through the run it is tied to (a child table joined by
   run_id / app_key to such a run, or ``applications.end_time < T``). Rows of applications,
   stages, spark_jobs, sql_executions and executors are post-execution through and through.
-  ``table_stats`` rows need ``as_of < T`` (``SNAPSHOT_CUTOFF``: a snapshot taken at T is late).
+  ``table_stats`` rows need ``as_of <= T`` (``SNAPSHOT_CUTOFF``; ``as_of < T`` passes too): a
+  snapshot taken at the instant of submission was written before the run was submitted.
   ``run_attributes.value`` / ``value_text`` are post-execution unless the query filters
   ``availability = 'known_at_submit'``; then they are the run's own known facts.
 - **Windows.** A window function reads *frame rows*, modelled as a row source of their own:
@@ -101,9 +102,15 @@ CLOCKS: dict[tuple[str, str], Clock] = {
     ("applications", "end_time"): Clock.END,
     ("table_stats", "as_of"): Clock.AS_OF,
 }
-SNAPSHOT_CUTOFF = Level.STRICT
-"""``as_of <= T`` admits a snapshot (the issue's rule: a snapshot is taken, not learnt later).
-Set to ``Level.STRICT`` to demand ``as_of < T``, as docs/schema.md's "taken before" reads."""
+SNAPSHOT_CUTOFF = Level.INCLUSIVE
+"""The bound a ``table_stats`` row needs: ``as_of <= T`` (``<`` is stricter, so it passes too).
+
+A snapshot's ``as_of`` is when it was taken, and a row is known from that instant
+(docs/schema.md): the lab writes each day's snapshot as of 00:00 UTC with exactly what a run
+submitted that day reads, so a run submitted at 00:00 already has it. Like another run's
+submit-time facts (``submit_time <= T``) and unlike its end (a run ending at T has not reported
+yet), a snapshot is known at the instant it is dated. The dynamic check's worlds agree: they
+alter or delete only snapshots with ``as_of > T`` (``world.table_stats_sql``)."""
 IDENTITY = ("run_id", "app_key")
 """Columns whose equality ties two row sources to the same run."""
 RUN_ATTRIBUTE_VALUES = ("value", "value_text")
@@ -1188,7 +1195,8 @@ _ADVICE: dict[Leakage, str] = {
     ),
     Leakage.LATE_SNAPSHOT: (
         "is read from table_stats snapshots not limited to as_of <= {T}, so snapshots taken "
-        "after submission leak in; add as_of <= {T} (or <)"
+        "after submission leak in; add {A}.as_of <= {T} where those rows are read (a bound under "
+        "OR, HAVING or CASE, or one later than {T}, does not count)"
     ),
 }
 
@@ -1205,7 +1213,7 @@ def _message(code: Leakage, use: Use, cutoff: str, has_target: bool, after: bool
     what = f"{src.table}.{use.column}" if use.column else f"the rows of {src.table}"
     where = f" (alias {src.alias}{', in a window' if src.frame_of else ''})"
     advice = _AFTER if after and code is Leakage.FUTURE_ROWS else _ADVICE[code]
-    text = f"{what}{where} {advice.format(T=cutoff)}."
+    text = f"{what}{where} {advice.format(T=cutoff, A=src.alias)}."
     if not has_target:
         text += (
             " The output's first column does not trace to a run_id, so no row can be"

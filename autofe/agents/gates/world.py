@@ -7,8 +7,10 @@ feature that only uses what was known before the cutoff computes the same value 
 What "learnt at or after the cutoff" means comes from the column catalog's tags
 (``docs/schema.md``): runs submitted after the cutoff are gone; post-execution values of runs
 that had not ended strictly before it (the target's own included) are changed or removed;
-table snapshots taken at or after it and jobs defined at or after it likewise. Other runs
-submitted at the very instant stay: their submit-time facts are known at submit.
+table snapshots taken after it and jobs defined at or after it likewise. Other runs submitted
+at the very instant stay: their submit-time facts are known at submit. So does a snapshot
+taken at that instant: it was written before the run was submitted (the static check's
+``SNAPSHOT_CUTOFF``), so ``as_of <= submit_time`` computes the same in every world.
 
 Cost is the point of the layout: all worlds live in one in-memory database as views
 (``w0a_runs``, ``w0d_runs``, ``w1a_runs``...) over one copy of the tables the feature reads,
@@ -224,8 +226,8 @@ def run_attributes_sql(catalog: WarehouseCatalog, variant: Variant, cut: Cut) ->
 
 
 def table_stats_sql(catalog: WarehouseCatalog, variant: Variant, cut: Cut) -> str:
-    """Snapshots taken before the cutoff; those taken at or after it altered or deleted."""
-    known = f"x.as_of < {cut.at}"
+    """Snapshots taken at or before the cutoff; those taken after it altered or deleted."""
+    known = f"x.as_of <= {cut.at}"
     if variant is Variant.DELETE:
         return f"SELECT x.* FROM {SOURCE}.table_stats AS x WHERE {known}"
     cols = _select("table_stats", catalog, variant, cut, known, hidden(catalog, "table_stats"))

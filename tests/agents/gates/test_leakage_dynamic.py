@@ -9,6 +9,7 @@ that down so the targets tested below keep meaning what they say.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +21,8 @@ import sqlglot
 from sqlglot import exp
 
 from autofe.agents.gates.codes import Leakage
-from autofe.agents.gates.context import GateContext
+from autofe.agents.gates.context import GateContext, GateSettings
+from autofe.agents.gates.leakage import check_leakage
 from autofe.agents.gates.leakage_dynamic import (
     CANDIDATES_SQL,
     SITUATIONS,
@@ -37,9 +39,13 @@ from autofe.agents.gates.world import (
     open_scratch,
     world_catalog,
 )
+from autofe.config import IngestSettings
 from autofe.errors import SandboxViolation
 from autofe.featurespec import FeatureSpec
+from autofe.pipelines.ingest import ingest
 from autofe.sandbox.session import Sandbox
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -365,3 +371,74 @@ def test_in_world_leaves_ctes_alone() -> None:
         "WITH runs AS (SELECT * FROM w0a_runs AS runs) "
         "SELECT * FROM runs JOIN w0a_stages AS stages USING (run_id)"
     )
+
+
+def test_a_snapshot_taken_at_the_cutoff_is_known_there(ctx: GateContext) -> None:
+    cutoff = datetime(2024, 2, 12, 5, 0)  # the instant the second snapshot was taken
+    snapshots = world_rows(
+        ctx,
+        cutoff,
+        "SELECT as_of, bytes FROM {t}table_stats "
+        "WHERE table_name = 'sales.orders_raw' ORDER BY as_of",
+    )
+    assert [row[0] for row in snapshots["baseline"][:2]] == [datetime(2024, 2, 11, 5), cutoff]
+    assert snapshots["alter"][:2] == snapshots["baseline"][:2]  # as_of <= cutoff: kept
+    assert snapshots["alter"][2] != snapshots["baseline"][2]  # as_of > cutoff: altered
+    assert snapshots["delete"] == snapshots["baseline"][:2]
+
+
+AT_SUBMIT = """table,as_of,bytes,rows,files,partitions
+sales.orders_raw,2024-02-11T06:00:00Z,1000,10,1,1
+sales.orders_raw,2024-02-12T06:00:00Z,2000,20,2,2
+sales.orders_raw,2024-02-13T06:00:00Z,3000,30,3,3
+"""
+"""Snapshots dated at the very instants runs 7001-7003 of the mini workspace were submitted."""
+
+LATEST_SNAPSHOT = """
+    SELECT t.run_id, (
+        SELECT s.bytes FROM table_stats AS s
+        WHERE s.table_name = 'sales.orders_raw' AND {bound}
+        ORDER BY s.as_of DESC LIMIT 1
+    )::DOUBLE AS value
+    FROM runs AS t
+"""
+
+
+@pytest.fixture(scope="module")
+def snapshot_at_submit_ctx(tmp_path_factory: pytest.TempPathFactory) -> GateContext:
+    """The mini workspace plus a snapshot taken at each of three submission instants."""
+    home = tmp_path_factory.mktemp("snapshot-at-submit")
+    workspace = home / "mini"
+    shutil.copytree(REPO / "examples" / "workspaces" / "mini", workspace)
+    (workspace / "table_stats" / "at_submit.csv").write_text(AT_SUBMIT)
+    ingest([workspace], IngestSettings(db=home / "w.duckdb", workers=1))
+    return GateContext.load(home / "w.duckdb", GateSettings(dynamic_targets=20))
+
+
+def test_the_fixture_has_snapshots_at_submission_instants(
+    snapshot_at_submit_ctx: GateContext,
+) -> None:
+    tied = rows(
+        snapshot_at_submit_ctx.db,
+        "SELECT r.run_id FROM runs AS r JOIN table_stats AS s ON s.as_of = r.submit_time "
+        "ORDER BY r.run_id",
+    )
+    assert tied == [("7001",), ("7002",), ("7003",)]
+
+
+@pytest.mark.parametrize(
+    "bound", ["s.as_of <= t.submit_time", "s.as_of < t.submit_time"], ids=["inclusive", "strict"]
+)
+def test_a_snapshot_bound_to_submission_does_not_change(
+    bound: str, snapshot_at_submit_ctx: GateContext
+) -> None:
+    feature = spec(LATEST_SNAPSHOT.format(bound=bound))
+    assert check_dynamic_leakage(feature, snapshot_at_submit_ctx) == []
+    assert check_leakage(feature, snapshot_at_submit_ctx) == []
+
+
+def test_a_snapshot_after_submission_changes(snapshot_at_submit_ctx: GateContext) -> None:
+    late = spec(LATEST_SNAPSHOT.format(bound="s.as_of <= t.submit_time + INTERVAL 1 DAY"))
+    reasons = check_dynamic_leakage(late, snapshot_at_submit_ctx)
+    assert reasons and {r.code for r in reasons} == {Leakage.PERTURBATION}
+    assert any("later snapshots" in r.message for r in reasons)

@@ -3,6 +3,7 @@ useful features that must pass. The shared fixture files run separately."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -662,6 +663,58 @@ def test_star_expanded_column_is_located_by_its_outer_reference() -> None:
 def test_message_suggests_the_strict_bound() -> None:
     (reason,) = [r for r in check(LEAKY_SQL["inclusive_end_cutoff"]) if r.code]
     assert "end_time < t.submit_time" in reason.message
+
+
+SNAPSHOT_FEATURE = """SELECT t.run_id, (SELECT max(s.files) FROM table_stats s
+  WHERE s.table_name = t.parameters ->> 'input_table' AND {bound})
+FROM runs t"""
+
+
+@pytest.mark.parametrize(
+    "bound",
+    [
+        "s.as_of <= t.submit_time",
+        "t.submit_time >= s.as_of",
+        "NOT (s.as_of > t.submit_time)",
+        "s.as_of BETWEEN t.submit_time - INTERVAL 7 DAY AND t.submit_time",
+        "s.as_of < t.submit_time",
+        "s.as_of <= t.submit_time - INTERVAL 1 HOUR",
+    ],
+)
+def test_a_snapshot_taken_at_or_before_submission_is_admitted(bound: str) -> None:
+    assert check(SNAPSHOT_FEATURE.format(bound=bound)) == []
+
+
+@pytest.mark.parametrize(
+    "bound",
+    [
+        "s.as_of <= t.submit_time + INTERVAL 1 DAY",
+        "s.as_of <= t.submit_time OR s.files > 0",
+        "s.as_of >= t.submit_time",
+        "TRUE",
+    ],
+)
+def test_a_snapshot_not_bounded_by_submission_is_late(bound: str) -> None:
+    (reason,) = check(SNAPSHOT_FEATURE.format(bound=bound))
+    assert reason.code == Leakage.LATE_SNAPSHOT and reason.column == "table_stats.files"
+
+
+@pytest.mark.parametrize(
+    "late",
+    [
+        SNAPSHOT_FEATURE.format(bound="TRUE"),
+        SNAPSHOT_FEATURE.format(bound="s.as_of <= t.submit_time + INTERVAL 1 DAY"),
+    ],
+    ids=["unbounded", "a_day_late"],
+)
+def test_the_late_snapshot_advice_when_followed_passes(late: str) -> None:
+    (reason,) = check(late)
+    advised = re.search(
+        r"; add (s\.as_of <= t\.submit_time) where those rows are read", reason.message
+    )
+    assert advised, reason.message
+    assert "not limited to as_of <= t.submit_time" in reason.message
+    assert check(late.replace(" AND ", f" AND {advised[1]} AND ")) == []
 
 
 def test_window_message_explains_overlap() -> None:
