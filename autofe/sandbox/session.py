@@ -56,6 +56,18 @@ class QueryError(AutofeError):
         super().__init__(f"query failed: {message}")
 
 
+class LimitExceeded(SandboxViolation):
+    """A query the guards allowed ran into the timeout or the memory limit and was stopped.
+
+    ``limit`` names it ("the 10 s timeout"): running the same query again would be stopped
+    again, after as long, so callers that would re-run it (the gates) can skip that.
+    """
+
+    def __init__(self, limit: str, sql: str = "") -> None:
+        self.limit = limit
+        super().__init__(f"query exceeded {limit}", sql)
+
+
 @dataclass(frozen=True)
 class QueryResult:
     """The first rows of a query's result and whether more existed."""
@@ -188,7 +200,8 @@ class Sandbox:
             limit: rows to return (default and ceiling: ``limits.max_rows``).
 
         Raises:
-            SandboxViolation: the guards refused it, or it hit the timeout or memory limit.
+            SandboxViolation: the guards refused it, or (:class:`LimitExceeded`) it hit the
+                timeout or the memory limit.
             QueryError: DuckDB could not run it (unknown column, type error, ...).
         """
         rows = self._row_limit(limit)
@@ -233,11 +246,9 @@ class Sandbox:
     def _translate(self, exc: duckdb.Error, sql: str) -> AutofeError:
         """DuckDB's error as ours: limits and lockdown are violations, the rest query errors."""
         if isinstance(exc, duckdb.InterruptException):
-            return SandboxViolation(f"query exceeded the {self.limits.timeout_s:g} s timeout", sql)
+            return LimitExceeded(f"the {self.limits.timeout_s:g} s timeout", sql)
         if isinstance(exc, duckdb.OutOfMemoryException):
-            return SandboxViolation(
-                f"query exceeded the {self.limits.memory_limit} memory limit", sql
-            )
+            return LimitExceeded(f"the {self.limits.memory_limit} memory limit", sql)
         if isinstance(exc, duckdb.PermissionException):  # the lockdown caught what guards missed
             log.warning("DuckDB's lockdown refused a guarded query: %s", first_line(exc))
             return SandboxViolation(f"DuckDB refused it: {first_line(exc)}", sql)

@@ -11,9 +11,18 @@ from dataclasses import dataclass, field
 from autofe.agents.gates.completeness import check_completeness
 from autofe.agents.gates.context import Gate, GateContext, GateSettings, Reason
 from autofe.agents.gates.leakage import check_leakage
+from autofe.agents.gates.leakage_static import check_static_leakage
 from autofe.featurespec import FeatureSpec
 
 GATES: tuple[Gate, ...] = (check_completeness, check_leakage)
+
+WITHOUT_RUNNING: dict[Gate, tuple[Gate, str]] = {
+    check_leakage: (check_static_leakage, "dynamic check"),
+}
+"""What a gate still checks once an earlier gate's run of the query was stopped by a sandbox
+limit, and what it leaves out. The static leakage check reads only the SQL; the dynamic one
+would run the query again (in the unperturbed warehouse and every world) and be stopped again
+after as long: ``features check`` took 22 s for one such feature, twice the 10 s timeout."""
 
 __all__ = ["GATES", "GateContext", "GateSettings", "Reason", "Verdict", "run_gates"]
 
@@ -26,6 +35,8 @@ class Verdict:
     name: str
     reasons: list[Reason] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Checks not run, by gate, with why ("dynamic check not run: ...")."""
 
     @property
     def accepted(self) -> bool:
@@ -38,15 +49,37 @@ class Verdict:
             "accepted": self.accepted,
             "reasons": [r.as_dict() for r in self.reasons],
             "seconds": self.seconds,
+            "skipped": self.skipped,
         }
 
 
 def run_gates(spec: FeatureSpec, ctx: GateContext) -> Verdict:
-    """Run every gate on ``spec``; all run, so a rejected feature gets all its reasons."""
+    """Run every gate on ``spec``; all run, so a rejected feature gets all its reasons.
+
+    Once a gate's run of the query was stopped by the timeout or the memory limit, later gates
+    check only what needs no run (:data:`WITHOUT_RUNNING`), and the verdict says what was
+    skipped: the feature is rejected once, for the limit, instead of being stopped again.
+    """
     reasons: list[Reason] = []
     seconds: dict[str, float] = {}
+    skipped: dict[str, str] = {}
     for gate in GATES:
+        name = gate.__name__.removeprefix("check_")
+        run, note = gate, _skip_note(gate, reasons)
+        if note is not None:
+            run, skipped[name] = WITHOUT_RUNNING[gate][0], note
         started = time.perf_counter()
-        reasons.extend(gate(spec, ctx))
-        seconds[gate.__name__.removeprefix("check_")] = round(time.perf_counter() - started, 4)
-    return Verdict(spec.feature_id, spec.name, reasons, seconds)
+        reasons.extend(run(spec, ctx))
+        seconds[name] = round(time.perf_counter() - started, 4)
+    return Verdict(spec.feature_id, spec.name, reasons, seconds, skipped)
+
+
+def _skip_note(gate: Gate, reasons: list[Reason]) -> str | None:
+    """Why ``gate`` runs without running the query, or None when it runs in full."""
+    stopped = next((r for r in reasons if r.stopped_by), None)
+    if stopped is None or gate not in WITHOUT_RUNNING:
+        return None
+    return (
+        f"{WITHOUT_RUNNING[gate][1]} not run: the query already exceeded {stopped.stopped_by} "
+        f"in the {stopped.gate} gate"
+    )

@@ -24,8 +24,14 @@ from autofe.agents.gates.codes import Completeness
 from autofe.agents.gates.context import GateContext, GateSettings, Reason
 from autofe.errors import SandboxViolation
 from autofe.featurespec import FeatureSpec, ValueType
-from autofe.sandbox.guard import guard_sql, in_cte_scope, node_span
-from autofe.sandbox.session import QueryError, QueryResult, Sandbox
+from autofe.sandbox.guard import (
+    check_characters,
+    check_statements,
+    guard_sql,
+    in_cte_scope,
+    node_span,
+)
+from autofe.sandbox.session import LimitExceeded, QueryError, QueryResult, Sandbox
 from autofe.warehouse.catalog import WarehouseCatalog
 
 GATE = "completeness"
@@ -62,20 +68,53 @@ def check_completeness(spec: FeatureSpec, ctx: GateContext) -> list[Reason]:
         One reason per failure. Structural failures (parse, sandbox, unknown table or
         column, a failed query, wrong shape) end the check early.
     """
-    try:
-        statements = sqlglot.parse(spec.sql, read=DIALECT)
-    except ParseError as exc:
-        return [_parse_reason(spec.sql, exc)]
+    statements, unreadable = _parse(spec.sql)
+    if unreadable:
+        return unreadable
     tree = statements[0] if len(statements) == 1 else None
+    query = tree if isinstance(tree, exp.Query) else None  # else the guard names its kind
     structural = (
-        (_unknown_tables(spec.sql, tree, ctx.catalog) if tree is not None else [])
+        (_unknown_tables(spec.sql, query, ctx.catalog) if query is not None else [])
         or _refused(spec.sql, ctx.catalog)
-        or _unknown_columns(tree, ctx.catalog)
+        or _unknown_columns(query, ctx.catalog)
     )
     if structural:
         return structural
     with Sandbox.open(ctx.db, ctx.settings.limits) as sandbox:
         return _dry_run(spec, ctx.settings, sandbox)
+
+
+def _parse(sql: str) -> tuple[list[exp.Expr | None], list[Reason]]:
+    """The statements, or why the text cannot be read as SQL.
+
+    A look-alike character (``；`` for ``;``) is named before sqlglot tries, which would only
+    say "Invalid expression" or take it for a name; a statement sqlglot cannot parse is named by
+    its leading keywords when they say what it is (``EXPORT DATABASE``): refused either way,
+    with a reason that says why.
+    """
+    try:
+        check_characters(sql)
+        return list(sqlglot.parse(sql, read=DIALECT)), []
+    except SandboxViolation as exc:
+        return [], [
+            _reason(Completeness.PARSE_ERROR, f"SQL does not parse: {exc.reason}", span=exc.span)
+        ]
+    except ParseError as exc:
+        return [], [_named_statement(sql) or _parse_reason(sql, exc)]
+    except SqlglotError as exc:  # the tokenizer's (an unterminated string): no position kept
+        return [], [_reason(Completeness.PARSE_ERROR, f"SQL does not parse: {exc}")]
+
+
+def _named_statement(sql: str) -> Reason | None:
+    """The guard's refusal of text it can judge from its tokens (several statements, a kind
+    that is no query), which says more than the parser's complaint."""
+    try:
+        check_statements(sql)
+    except SandboxViolation as exc:
+        return _reason(
+            Completeness.SANDBOX, f"sandbox refused the query: {exc.reason}", span=exc.span
+        )
+    return None
 
 
 def _parse_reason(sql: str, exc: ParseError) -> Reason:
@@ -175,18 +214,13 @@ def _run(sandbox: Sandbox, sql: str) -> tuple[QueryResult | None, list[Reason]]:
     """Run ``sql`` in the sandbox; a refusal, timeout or SQL error becomes a reason."""
     try:
         return sandbox.query(sql), []
+    except LimitExceeded as exc:  # the timeout or the memory limit: a cost, not a policy
+        message = f"the dry run was stopped: {exc.reason}"
+        return None, [_reason(Completeness.OVER_BUDGET, message, stopped_by=exc.limit)]
     except SandboxViolation as exc:
-        if _is_timeout(exc):
-            return None, [
-                _reason(Completeness.OVER_BUDGET, f"the dry run was stopped: {exc.reason}")
-            ]
         return None, [_reason(Completeness.SANDBOX, f"sandbox stopped the query: {exc.reason}")]
     except QueryError as exc:
         return None, [_reason(Completeness.FAILED, f"query failed: {exc.message}")]
-
-
-def _is_timeout(exc: SandboxViolation) -> bool:
-    return "timeout" in exc.reason.lower() or "timed out" in exc.reason.lower()
 
 
 def _dry_run(spec: FeatureSpec, settings: GateSettings, sandbox: Sandbox) -> list[Reason]:

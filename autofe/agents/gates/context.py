@@ -21,6 +21,9 @@ class Reason:
     message: str
     span: tuple[int, int] | None = None
     column: str | None = None
+    stopped_by: str | None = None
+    """The sandbox limit that stopped the feature's query ("the 10 s timeout"), if one did:
+    later gates then skip what would run the query again (see ``run_gates``)."""
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -91,6 +91,50 @@ def test_parse_error_points_at_the_mistake(ctx: GateContext) -> None:
     assert reason.span is not None and "does not parse" in reason.message
 
 
+def test_export_database_is_refused_by_its_kind(ctx: GateContext) -> None:
+    sql = "EXPORT DATABASE '/tmp/dump'"  # sqlglot cannot parse it: its keywords say what it is
+    [reason] = check_completeness(spec(sql), ctx)
+    assert (reason.code, reason.message) == (
+        Completeness.SANDBOX,
+        "sandbox refused the query: EXPORT DATABASE statements are not allowed: "
+        "only one read query (SELECT / WITH) may run",
+    )
+    assert reason.span == (0, len(sql))
+
+
+@pytest.mark.parametrize(
+    ("sql", "kind"),
+    [
+        ("CREATE TABLE pwned AS SELECT * FROM runs", "CREATE TABLE"),  # not "no table 'pwned'"
+        ("IMPORT DATABASE '/tmp/dump'", "IMPORT DATABASE"),
+        ("COPY runs TO '/tmp/runs.csv'", "COPY"),
+    ],
+)
+def test_a_statement_that_is_no_query_is_named(sql: str, kind: str, ctx: GateContext) -> None:
+    [reason] = check_completeness(spec(sql), ctx)
+    assert reason.code == Completeness.SANDBOX
+    assert f"{kind} statements are not allowed: only one read query" in reason.message
+
+
+def test_a_full_width_semicolon_is_named_with_its_code_point_and_offset(
+    ctx: GateContext,
+) -> None:
+    sql = "SELECT run_id, hour(submit_time)::DOUBLE AS value FROM runs；"
+    [reason] = check_completeness(spec(sql), ctx)
+    offset = sql.index("；")
+    assert (reason.code, reason.message) == (
+        Completeness.PARSE_ERROR,
+        f"SQL does not parse: character '；' (U+FF1B FULLWIDTH SEMICOLON) at offset {offset}: "
+        "not SQL; use ';'",
+    )
+    assert reason.span == (offset, offset + 1)
+
+
+def test_an_unterminated_string_is_a_parse_error(ctx: GateContext) -> None:
+    [reason] = check_completeness(spec("SELECT run_id, 'abc AS value FROM runs"), ctx)
+    assert reason.code == Completeness.PARSE_ERROR and "cannot tokenize" in reason.message
+
+
 @pytest.mark.parametrize(
     ("sql", "said"),
     [
