@@ -1,13 +1,13 @@
 """Model artifacts: ``model.joblib`` plus ``model.manifest.json`` holding its SHA-256.
 
 :func:`load_model` checks the file against its manifest (hash, format, and the signature when
-a key is set) before unpickling it with :func:`~autofe.modeling.safe_unpickle.safe_unpickle`, which builds only what an autofe
-model is made of and never runs code the file names, then checks the parts a prediction uses
-and the warehouse schema: a model trained against another schema is refused, because its
-features' SQL would read columns that no longer mean the same thing. The hash catches a
-damaged file; it cannot catch a planted one (whoever writes the file can rewrite the
-manifest), which is why the unpickling itself is restricted, and why a model can be signed
-with a key kept elsewhere (:mod:`autofe.modeling.signing`).
+a key is set), then unpickles it with :func:`~autofe.modeling.safe_unpickle.safe_unpickle`,
+which builds only what an autofe model is made of and never runs code the file names, then
+checks the parts a prediction uses and the warehouse schema: a model trained against another
+schema is refused, because its features' SQL would read columns that no longer mean the same
+thing. The hash catches a damaged file; it cannot catch a planted one (whoever writes the file
+can rewrite the manifest), which is why the unpickling itself is restricted, and why a model
+can be signed with a key kept elsewhere (:mod:`autofe.modeling.signing`).
 
 Since format 3 the file is a plain pickle (protocol 5; ``joblib.load`` still reads it): the
 restricted loader reads the standard format, not joblib's arrays stored outside the pickle.
@@ -157,9 +157,10 @@ def checked_artifact(obj: object, where: Path) -> Artifact:
     if calibration.residuals.dtype != np.float64 or any(a.dtype.kind != "i" for a in arrays[1:]):
         raise ModelError(f"{where}: the model's calibration arrays are not numeric")
     try:
-        specs = tuple(FeatureSpec.model_validate(s.model_dump()) for s in obj.specs)
+        specs = tuple(FeatureSpec.model_validate(s.model_dump(warnings=False)) for s in obj.specs)
     except ValidationError as exc:
-        reason = exc.errors()[0]["msg"]
+        first = exc.errors()[0]
+        reason = f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
         raise ModelError(f"{where}: a feature spec in the model is invalid ({reason})") from exc
     return replace(obj, specs=specs)
 
