@@ -3,8 +3,9 @@
 Unpickling calls whatever the file names. A ``model.joblib`` planted with a manifest
 recomputed to match would run ``os.system`` the moment ``autofe predict``, the server or the
 nightly job loaded it; the SHA-256 beside it catches corruption, not tampering. This loader
-admits only the globals a saved autofe model references (listed with ``pickletools`` from
-models trained on the example workspace), and uses each only the way such a model does:
+admits only the globals a saved autofe model references (recorded from a model trained on the
+example workspace; a test keeps the lists exactly that), and uses each only the way such a
+model does:
 
 - a class of :data:`CLASSES` is only created empty (``NEWOBJ``, as ``copyreg`` pickles an
   instance) and then given its state (``BUILD``); it is never called, so a pickle cannot run
@@ -21,8 +22,9 @@ models trained on the example workspace), and uses each only the way such a mode
 
 Names are matched exactly, never by module prefix: ``autofe.modeling.artifact`` is allowed
 for ``Artifact`` only, not for ``os.system`` reached through its ``os`` import. The
-pure-Python unpickler is used because the C one has no hook on ``REDUCE`` or ``BUILD``; on
-the example model it loads as fast (LightGBM parsing the boosters' text dominates).
+pure-Python unpickler is used because the C one has no hook on ``REDUCE`` or ``BUILD``; the
+joblib loader it replaces was pure Python too, and LightGBM parsing the boosters' model text
+dominates either way (the example model: 44 ms to load, as before).
 """
 
 from __future__ import annotations
