@@ -9,7 +9,7 @@ naming the field instead of a silently missing feature or a broken response.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -35,6 +35,8 @@ Price = Annotated[float, Field(gt=0, le=1e6, description="USD per hour for the w
 MAX_CANDIDATES = 20
 """Each candidate is a computed-features prediction (~0.35 s), so a recommendation is bounded."""
 MAX_BATCH = 100
+NUMBER_TYPES = frozenset({"DOUBLE", "BIGINT", "INTEGER"})
+"""Feature value types a JSON number is given for; BOOLEAN takes true/false, VARCHAR text."""
 
 
 class _Strict(BaseModel):
@@ -169,6 +171,54 @@ class PredictRequest(_Job):
     def pending_run(self) -> PendingRun:
         assert self.submit_time is not None  # _one_way
         return self.pending(self.submit_time, self.cluster_config_id, self.cluster)
+
+
+def feature_type_errors(
+    value_types: Mapping[str, str], values: Mapping[str, FeatureValue]
+) -> list[tuple[str, str]]:
+    """``(name, why)`` for each value given for a model feature in another JSON type than it reads.
+
+    The schema cannot say this (it depends on the model served), and the model would take
+    ``true`` as 1.0 and a number for a category as its code: a prediction from a value the
+    caller did not mean. Missing values (``null``) and names the model does not use pass.
+
+    >>> types = {"cores": "DOUBLE", "weekend": "BOOLEAN", "node": "VARCHAR"}
+    >>> feature_type_errors(types, {"cores": "5", "weekend": True, "node": 4.0, "x": "y"})
+    [('cores', 'the model reads a number here (DOUBLE): give a JSON number, not text'), \
+('node', 'the model reads text here (VARCHAR): give a string, not a number')]
+    """
+    errors = []
+    for name, value in values.items():
+        wanted = _JSON_TYPES.get(value_types.get(name, ""))
+        if value is None or wanted is None:
+            continue
+        given = _json_type(value)
+        if given != wanted:
+            errors.append((name, _type_message(value_types[name], wanted, given)))
+    return errors
+
+
+_JSON_TYPES = {
+    **dict.fromkeys(NUMBER_TYPES, "number"),
+    "BOOLEAN": "boolean",
+    "VARCHAR": "string",
+}
+"""The JSON type a given value must have, by the feature's value type (``ValueType``)."""
+_NAMED = {"number": "a number", "boolean": "true/false", "string": "text"}
+_GIVE = {"number": "a JSON number", "boolean": "true or false", "string": "a string"}
+
+
+def _json_type(value: float | bool | str) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    return "string" if isinstance(value, str) else "number"
+
+
+def _type_message(value_type: str, wanted: str, given: str) -> str:
+    return (
+        f"the model reads {_NAMED[wanted]} here ({value_type}): "
+        f"give {_GIVE[wanted]}, not {_NAMED[given]}"
+    )
 
 
 class BatchRequest(_Strict):

@@ -5,8 +5,9 @@ The only module that imports FastAPI and uvicorn. Three parts, outermost first:
 - ``_Guard``, a plain ASGI middleware: the bearer token (when one is set), the request size
   limit, and the request counters and latency histogram (it sees every request, including the
   ones it refuses and the ones no route matches).
-- thin routes that validate with the pydantic models of :mod:`autofe.pipelines.api_models` and
-  delegate to one :class:`Service`;
+- thin routes that read JSON bodies strictly (:mod:`autofe.pipelines.api_json`: no ``NaN``,
+  no lone surrogate), validate with the pydantic models of :mod:`autofe.pipelines.api_models`
+  and delegate to one :class:`Service`;
 - :class:`Service` and :class:`LiveModel`, which know nothing of HTTP: predictions (features
   given or computed against ``HOME/warehouse.duckdb``), recommendations, actuals, and the
   active model, swapped for a newly promoted one without a pause.
@@ -25,9 +26,10 @@ import os
 import re
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from http import HTTPStatus
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -38,7 +40,9 @@ from fastapi import Path as FastApiPath
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.routing import APIRoute
 from pydantic import ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -47,6 +51,7 @@ from autofe.errors import AutofeError, ConfigError, ModelError, ScheduleError, W
 from autofe.modeling.artifact import Artifact
 from autofe.modeling.predict import predict_pending, predict_values
 from autofe.modeling.registry import Registry
+from autofe.pipelines.api_json import BodyRefused, printable, read_json
 from autofe.pipelines.api_metrics import (
     CONTENT_TYPE,
     LEDGER_SIZE,
@@ -77,6 +82,7 @@ from autofe.pipelines.api_models import (
     VersionOut,
     alternative,
     choose_configuration,
+    feature_type_errors,
 )
 from autofe.pipelines.home import Home
 from autofe.sandbox.session import first_line
@@ -111,6 +117,11 @@ class Loaded:
     version: str
     artifact: Artifact
     loaded_at: str
+
+    @cached_property
+    def value_types(self) -> dict[str, str]:
+        """Feature name → the SQL type of its values (what a given value is checked against)."""
+        return {spec.name: spec.value_type for spec in self.artifact.specs}
 
 
 class LiveModel:
@@ -404,12 +415,42 @@ class JobHandles:
 
 
 def predict_given(loaded: Loaded, request: PredictRequest) -> PredictionOut:
-    """The fast path: a prediction from feature values given by name (the model alone)."""
+    """The fast path: a prediction from feature values given by name (the model alone).
+
+    Raises:
+        ValidationError: a value is not of the JSON type its feature reads.
+    """
+    check_given_types(loaded, [((), request)])
     values = request.features or {}
     run_id = request.run_id or "pending"
     prediction = predict_values(loaded.artifact, values, run_id, request.job_id)
     unknown = sorted(set(values) - set(prediction.features))
     return PredictionOut.of(prediction, loaded.version, "given", unknown)
+
+
+def check_given_types(
+    loaded: Loaded, requests: Sequence[tuple[tuple[str | int, ...], PredictRequest]]
+) -> None:
+    """Refuse values given for a feature in another JSON type than the model reads.
+
+    Each request comes with where it is in the body (``("items", 3)`` in a batch, so a batch
+    is refused whole, naming the item, as for any other body that does not validate).
+
+    Raises:
+        ValidationError: naming ``[items.<i>.]features.<name>`` for each value refused.
+    """
+    types = loaded.value_types
+    errors = [
+        InitErrorDetails(
+            type=PydanticCustomError("feature_type", message),
+            loc=(*where, "features", name),
+            input=(request.features or {})[name],
+        )
+        for where, request in requests
+        for name, message in feature_type_errors(types, request.features or {})
+    ]
+    if errors:
+        raise ValidationError.from_exception_data(PredictRequest.__name__, errors)
 
 
 def _price(
@@ -491,10 +532,11 @@ def _field_error(loc: Sequence[int | str], message: str) -> dict[str, str]:
     >>> _field_error(("body", "items", 0, "job_id"), "Field required")
     {'field': 'items.0.job_id', 'message': 'Field required'}
     """
-    parts = [str(p) for p in loc]
+    parts = [printable(str(p)) for p in loc]
     if parts[:1] == ["body"]:
         parts = parts[1:]
-    return {"field": ".".join(parts) or "body", "message": message.removeprefix("Value error, ")}
+    message = printable(message).removeprefix("Value error, ")
+    return {"field": ".".join(parts) or "body", "message": message}
 
 
 def _now() -> str:
@@ -512,6 +554,59 @@ async def _service_dependency(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(_service_dependency)]
 
 
+class _StrictJSONRequest(Request):
+    """A request whose JSON body is read by :func:`read_json`, not by ``json.loads``."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_strict_json"):
+            self._strict_json = read_json(await self.body())
+        return self._strict_json
+
+
+class _StrictJSONRoute(APIRoute):
+    """Reads a JSON body strictly before FastAPI validates it.
+
+    A non-finite number or a lone surrogate anywhere in the body (a key, a value, nested in
+    ``parameters``) is a 422 naming the field, as any other validation error. FastAPI turns
+    only ``JSONDecodeError`` raised while it reads the body into a 422 (anything else into a
+    400 that names nothing), so the body is read here first; what is not JSON at all is left
+    for FastAPI to answer as it always has.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            request = _StrictJSONRequest(request.scope, request.receive)
+            if _declares_json(request.headers.get("content-type")):
+                try:
+                    await request.json()
+                except BodyRefused as exc:
+                    raise RequestValidationError(
+                        [
+                            {"type": "json_invalid", "loc": ("body", *p.loc), "msg": p.message}
+                            for p in exc.problems
+                        ]
+                    ) from None
+                except ValueError:
+                    pass  # not JSON, or not UTF-8: FastAPI's own 422 or 400 follows
+            return await handler(request)
+
+        return strict
+
+
+def _declares_json(content_type: str | None) -> bool:
+    """The body is read as JSON by FastAPI (``application/json`` or ``application/*+json``).
+
+    >>> _declares_json("application/json; charset=utf-8"), _declares_json("text/plain")
+    (True, False)
+    """
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )
+
+
 def _loaded(service: Service) -> Loaded:
     loaded = service.live.current()
     if loaded is None:
@@ -524,7 +619,7 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorOut} for code in codes}
 
 
-router = APIRouter()
+router = APIRouter(route_class=_StrictJSONRoute)
 
 
 @router.post("/v1/predict", responses=_errors(400, 401, 413, 422, 503))
@@ -537,6 +632,7 @@ def predict(body: PredictRequest, service: ServiceDep) -> PredictionOut:
 def predict_batch(body: BatchRequest, service: ServiceDep) -> BatchOut:
     """Predict up to 100 jobs with one model version; results in order, errors per item."""
     loaded = _loaded(service)
+    check_given_types(loaded, [(("items", i), item) for i, item in enumerate(body.items)])
     return BatchOut(
         model_version=loaded.version,
         results=[service.predict_item(loaded, item) for item in body.items],

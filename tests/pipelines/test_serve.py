@@ -245,7 +245,8 @@ def test_non_finite_numbers_and_broken_json_are_422(client: TestClient) -> None:
         headers={"content-type": "application/json"},
     )
     assert nan.status_code == 422
-    assert any(e["field"] == "features.a.float" for e in nan.json()["errors"])
+    message = "NaN is not a finite number (JSON has no NaN or Infinity)"
+    assert nan.json()["errors"] == [{"field": "features.a", "message": message}]
     broken = client.post(
         "/v1/predict", content=b"{not json", headers={"content-type": "application/json"}
     )
@@ -617,8 +618,8 @@ def test_a_version_that_fails_to_load_leaves_the_old_one_serving(
 ) -> None:
     registry = Registry(home)
     broken = registry.add(manual_model, {})
+    registry.promote(broken.name, "a copy damaged once promoted")  # promote loads it first
     (broken.path / MODEL_FILE).write_bytes(b"tampered")
-    registry.promote(broken.name, "a bad copy")
     assert client.post("/v1/predict", json=spec).json()["model_version"] == "v0001"
     health = client.get("/healthz").json()
     assert health["status"] == "stale" and health["active_version"] == "v0002"
