@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -84,11 +85,32 @@ def test_serve_runs_uvicorn_on_loopback_with_the_token_from_the_environment(
             body = {"job_id": "109", "features": {"cfg_local_cores": 2}}
             prediction = client.post("/v1/predict", json=body, headers=auth)
             assert prediction.status_code == 200 and prediction.json()["p50_s"] > 0
+            _refusals_keep_the_connection(client, auth, body, _local_address(prediction))
     finally:
         server.send_signal(signal.SIGINT)
         output, _ = server.communicate(timeout=30)
     assert server.returncode == 0, output.decode()
     assert f"Uvicorn running on http://127.0.0.1:{port}" in output.decode()
+
+
+def _refusals_keep_the_connection(
+    client: httpx.Client, auth: dict[str, str], valid: Mapping[str, object], address: object
+) -> None:
+    """A lone surrogate (issue #27: a 500 that dropped the keep-alive connection) is refused
+    with a 422, and the next request goes over the same connection."""
+    headers = {**auth, "Content-Type": "application/json"}
+    for hostile in (b'{"job_id": "109", "features": {"\\ud83d": 1}}', b'{"job_id": NaN}'):
+        refused = client.post("/v1/predict", content=hostile, headers=headers)
+        assert refused.status_code == 422, refused.text
+        assert refused.headers.get("connection") != "close"
+        assert _local_address(refused) == address
+    again = client.post("/v1/predict", json=valid, headers=auth)
+    assert again.status_code == 200 and _local_address(again) == address
+
+
+def _local_address(response: httpx.Response) -> object:
+    """The client side of the TCP connection the response came over."""
+    return response.extensions["network_stream"].get_extra_info("client_addr")
 
 
 def _wait_for_health(base: str, server: subprocess.Popen[bytes]) -> httpx.Response:
