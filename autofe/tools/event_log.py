@@ -19,6 +19,7 @@ import orjson
 from autofe.errors import IngestError
 from autofe.schema import IngestIssue
 from autofe.tools.codecs import iter_decompressed
+from autofe.tools.event_fields import check_fields
 from autofe.tools.event_log_files import LogSource
 from autofe.tools.task_metrics import StageTasks, add_task_end, stage_metric_row
 
@@ -187,12 +188,12 @@ def _on_app_start(app: ParsedApplication, e: dict[str, Any]) -> None:
     app.app_name = e.get("App Name")
     app.app_id = e.get("App ID") or app.app_id
     app.attempt_id = e.get("App Attempt ID")
-    app.start_ms = e["Timestamp"]
+    app.start_ms = e.get("Timestamp")
     app.spark_user = e.get("User")
 
 
 def _on_app_end(app: ParsedApplication, e: dict[str, Any]) -> None:
-    app.end_ms = e["Timestamp"]
+    app.end_ms = e.get("Timestamp")
 
 
 def _on_environment(app: ParsedApplication, e: dict[str, Any]) -> None:
@@ -224,7 +225,8 @@ def _on_job_end(app: ParsedApplication, e: dict[str, Any]) -> None:
 def _stage_info(app: ParsedApplication, info: dict[str, Any], *, submitted: bool) -> StageAttempt:
     stage = app.stage(info["Stage ID"], info.get("Stage Attempt ID", 0))
     stage.name = info.get("Stage Name") or stage.name
-    stage.num_tasks = info.get("Number of Tasks", stage.num_tasks)
+    if info.get("Number of Tasks") is not None:
+        stage.num_tasks = info["Number of Tasks"]
     stage.submission_ms = info.get("Submission Time") or stage.submission_ms
     if submitted:
         stage.completion_ms = info.get("Completion Time") or stage.completion_ms
@@ -408,16 +410,31 @@ def _handle_line(app: ParsedApplication, path: Path, number: int, line: bytes) -
         name = short_event_name(event["Event"])
         handler = HANDLERS.get(name)
         if handler is not None:
+            _refuse_bad_fields(path, number, name, event)
             handler(app, event)
         elif name not in KNOWN_UNUSED:
             app.unknown_events[name] += 1
         app.events += 1
+    except IngestError:
+        raise
     except orjson.JSONDecodeError as exc:
         _issue(app, str(path), number, f"invalid JSON: {exc}")
     except KeyError as exc:
         _issue(app, str(path), number, f"{name or 'event'} is missing field {exc}")
-    except (TypeError, ValueError, AttributeError) as exc:
-        _issue(app, str(path), number, f"{name or 'event'} has an unexpected shape: {exc}")
+    except Exception as exc:  # one line's surprise must not stop the log, let alone the batch
+        detail = f"{type(exc).__name__}: {exc}"
+        _issue(app, str(path), number, f"{name or 'event'} has an unexpected shape: {detail}")
+
+
+def _refuse_bad_fields(path: Path, number: int, name: str, event: dict[str, Any]) -> None:
+    """Refuse the log when a field its handler reads holds what Spark never writes there.
+
+    Raises:
+        IngestError: naming the part, the line and the field (see :mod:`event_fields`).
+    """
+    problem = check_fields(name, event)
+    if problem is not None:
+        raise IngestError(str(path), f"{name} {problem.reason}; log not ingested", number)
 
 
 def _fast_task_end(line: bytes) -> dict[str, Any] | None:
@@ -450,7 +467,9 @@ def parse_event_log(source: LogSource | Path) -> ParsedApplication:
     """Parse one application's event log (all parts of a rolled log, in order).
 
     Raises:
-        IngestError: nothing usable: unreadable, empty, wrong codec, or no Spark events.
+        IngestError: nothing usable: unreadable, empty, wrong codec, or no Spark events; or an
+            event holds a value Spark never writes in a field the parser reads (the error
+            names the line and the field: such a log is refused whole).
     """
     src = source if isinstance(source, LogSource) else LogSource((source,))
     app = ParsedApplication(path=str(src.path))
@@ -485,8 +504,15 @@ def _identify_from_properties(app: ParsedApplication, src: LogSource) -> None:
 
 
 def parse_or_issue(source: LogSource) -> ParsedApplication | IngestIssue:
-    """Parse a log, or describe why it cannot be (picklable either way, for worker processes)."""
+    """Parse a log, or describe why it cannot be (picklable either way, for worker processes).
+
+    Any failure is this log's: a bug the lines reveal is reported with the log's path rather
+    than raised out of a worker process, where it would stop the whole batch.
+    """
     try:
         return parse_event_log(source)
     except IngestError as exc:
         return IngestIssue(exc.path, exc.reason, exc.line, fatal=True)
+    except Exception as exc:
+        reason = f"cannot parse: {type(exc).__name__}: {exc}"
+        return IngestIssue(str(source.path), reason, fatal=True)
