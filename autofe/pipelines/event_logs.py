@@ -17,7 +17,8 @@ from autofe.errors import IngestError, WarehouseError
 from autofe.pipelines.parser_pool import parser_pool
 from autofe.schema import IngestIssue, IngestReport
 from autofe.tools.event_log import ParsedApplication, parse_or_issue
-from autofe.tools.event_log_files import LogSource, find_event_logs
+from autofe.tools.event_log_files import NOT_LOGS, LogSource, find_event_logs
+from autofe.tools.paths import special_file
 from autofe.warehouse.ledger import (
     already_ingested,
     hash_bytes,
@@ -36,6 +37,11 @@ DATABRICKS_TAG = "spark.databricks.clusterUsageTags."
 BATCH_APPS = 64
 """Applications per transaction: enough to amortise DuckDB's per-statement cost, few enough
 that storing overlaps with the worker processes still parsing."""
+NO_LOGS = (
+    "no event logs in this folder (hidden files and "
+    + ", ".join(sorted(NOT_LOGS)[:4])
+    + ", … files are never read as logs)"
+)
 
 
 def ts(ms: int | None) -> datetime | None:
@@ -211,16 +217,42 @@ def application_rows(item: Ready) -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
-def store_applications(con: duckdb.DuckDBPyConnection, items: Sequence[Ready]) -> None:
+Rows = dict[str, list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Built:
+    """An application with its warehouse rows, ready for a transaction."""
+
+    item: Ready
+    rows: Rows
+
+
+def build_rows(app: ParsedApplication, digest: str, link: Linker | None) -> Built | IngestIssue:
+    """The application's rows, or why they cannot be built (the log is skipped, not the batch).
+
+    The parser checks every field it reads, so this is the last guard: whatever slips through
+    names the log instead of stopping the ingest.
+    """
+    try:
+        item = Ready(app, digest, link(app) if link else None)
+        return Built(item, application_rows(item))
+    except Exception as exc:
+        reason = f"cannot build warehouse rows: {type(exc).__name__}: {exc}"
+        return IngestIssue(app.path, reason, fatal=True)
+
+
+def store_applications(con: duckdb.DuckDBPyConnection, built: Sequence[Built]) -> None:
     """Write whole applications in one transaction, replacing older logs of the same ones.
 
     A transaction only ever holds whole applications, so an interrupted ingest leaves none
     half-written; batching several amortises DuckDB's per-statement cost.
     """
-    tables: dict[str, list[dict[str, Any]]] = {}
-    for item in items:
-        for name, rows in application_rows(item).items():
+    tables: Rows = {}
+    for one in built:
+        for name, rows in one.rows.items():
             tables.setdefault(name, []).extend(rows)
+    items = [one.item for one in built]
     what = items[0].app.path if len(items) == 1 else f"{len(items)} applications"
     with transaction(con, what):
         delete_applications(con, [app_key(item.app) for item in items])
@@ -230,23 +262,27 @@ def store_applications(con: duckdb.DuckDBPyConnection, items: Sequence[Ready]) -
         record_issues(con, [issue for item in items for issue in item.app.issues])
 
 
-def _store_batch(con: duckdb.DuckDBPyConnection, items: list[Ready], report: IngestReport) -> None:
+def _store_batch(con: duckdb.DuckDBPyConnection, batch: list[Built], report: IngestReport) -> None:
     """Store a batch; if it fails, store one application at a time to isolate the bad one."""
     try:
-        store_applications(con, items)
-        stored = items
+        store_applications(con, batch)
+        stored = batch
     except WarehouseError:
         stored = []
-        for item in items:
+        for one in batch:
             try:
-                store_applications(con, [item])
-                stored.append(item)
+                store_applications(con, [one])
+                stored.append(one)
             except WarehouseError as exc:
-                issue = IngestIssue(item.app.path, str(exc), fatal=True)
-                report.issues.append(issue)
-                record_issues(con, [issue])
-    for item in stored:
-        _tally(report, item.app, runs=int(item.linked_run is None))
+                _refuse(con, report, IngestIssue(one.item.app.path, str(exc), fatal=True))
+    for one in stored:
+        _tally(report, one.item.app, runs=int(one.item.linked_run is None))
+
+
+def _refuse(con: duckdb.DuckDBPyConnection, report: IngestReport, issue: IngestIssue) -> None:
+    """A log that is not stored: in the report and the issues table, not in the ledger."""
+    report.issues.append(issue)
+    record_issues(con, [issue])
 
 
 def _pending(
@@ -255,17 +291,29 @@ def _pending(
     todo: list[tuple[LogSource, str]] = []
     for src in sources:
         try:
-            digest = hash_files(src.parts)
+            digest = log_digest(src)
         except IngestError as exc:
-            issue = IngestIssue(exc.path, exc.reason, exc.line, fatal=True)
-            report.issues.append(issue)
-            record_issues(con, [issue])  # like a log that fails to parse: kept in the table
+            # like a log that fails to parse: kept in the issues table, not in the ledger
+            _refuse(con, report, IngestIssue(exc.path, exc.reason, exc.line, fatal=True))
             continue
         if already_ingested(con, digest):
             report.files_unchanged += 1
         else:
             todo.append((src, digest))
     return todo
+
+
+def log_digest(src: LogSource) -> str:
+    """The log's content hash; a FIFO, device or socket is refused before it is opened.
+
+    Raises:
+        IngestError: a part is a special file or cannot be read.
+    """
+    for part in src.parts:
+        refused = special_file(part)
+        if refused:
+            raise IngestError(str(part), refused)
+    return hash_files(src.parts)
 
 
 def _parsed(
@@ -319,13 +367,24 @@ def ingest_event_logs(
 
     Parsing runs in ``pool`` if given (see :func:`parser_pool`), else in ``workers`` processes.
     """
-    sources = [s for p in paths for s in find_event_logs(p)]
+    sources = _sources(paths, report)
     todo = _pending(con, sources, report)
     if pool is None and workers > 1 and len(todo) > 1:
         with parser_pool(workers) as own:
             _ingest_parsed(con, report, _parsed(todo, own), len(todo), link, progress)
     else:
         _ingest_parsed(con, report, _parsed(todo, pool), len(todo), link, progress)
+
+
+def _sources(paths: Sequence[Path], report: IngestReport) -> list[LogSource]:
+    """Every log under ``paths``; a folder holding none is a warning (a wrong path, often)."""
+    found: list[LogSource] = []
+    for path in paths:
+        logs = find_event_logs(path)
+        if not logs and path.is_dir():
+            report.issues.append(IngestIssue(str(path), NO_LOGS))
+        found += logs
+    return found
 
 
 def _ingest_parsed(
@@ -336,15 +395,17 @@ def _ingest_parsed(
     link: Linker | None,
     progress: Callable[[str], None] | None,
 ) -> None:
-    batch: list[Ready] = []
+    batch: list[Built] = []
     for done, (digest, result) in enumerate(parsed, start=1):
         if progress:
             progress(f"{done}/{total} {result.path}")
-        if isinstance(result, IngestIssue):
-            report.issues.append(result)
-            record_issues(con, [result])
+        built = (
+            build_rows(result, digest, link) if isinstance(result, ParsedApplication) else result
+        )
+        if isinstance(built, IngestIssue):
+            _refuse(con, report, built)
             continue
-        batch.append(Ready(result, digest, link(result) if link else None))
+        batch.append(built)
         if len(batch) >= BATCH_APPS:
             _store_batch(con, batch, report)
             batch = []

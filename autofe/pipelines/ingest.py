@@ -14,6 +14,7 @@ from autofe.config import IngestSettings
 from autofe.pipelines.parser_pool import parser_pool
 from autofe.schema import IngestIssue, IngestReport
 from autofe.tools.event_log import ParsedApplication
+from autofe.tools.paths import special_file
 from autofe.warehouse.connect import open_warehouse
 from autofe.warehouse.node_types import fill_hardware_facts
 from autofe.warehouse.write import transaction
@@ -55,6 +56,13 @@ def _ingest_workspace(
     ingest_workspace(con, root, report, ingest_logs)
 
 
+def refusal(path: Path) -> str | None:
+    """Why an input is refused before any reader opens it: missing, or a FIFO, device, socket."""
+    if not path.exists() and not path.is_symlink():
+        return "no such file or directory"
+    return special_file(path)
+
+
 def ingest_one(
     con: duckdb.DuckDBPyConnection,
     path: Path,
@@ -69,8 +77,9 @@ def ingest_one(
     from autofe.pipelines.run_table import ingest_run_table
     from autofe.pipelines.workspace import is_workspace
 
-    if not path.exists() and not path.is_symlink():
-        report.issues.append(IngestIssue(str(path), "no such file or directory", fatal=True))
+    refused = refusal(path)
+    if refused:
+        report.issues.append(IngestIssue(str(path), refused, fatal=True))
     elif mapping is not None:
         ingest_run_table(con, mapping, report, table_path=path)
     elif path.suffix == ".toml":

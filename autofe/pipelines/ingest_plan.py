@@ -15,6 +15,8 @@ from pathlib import Path
 
 import duckdb
 
+from autofe.pipelines.event_logs import NO_LOGS
+from autofe.pipelines.ingest import refusal
 from autofe.pipelines.run_table import ingest_run_table
 from autofe.pipelines.workspace import AppLinker, IngestLogs, ingest_workspace, is_workspace
 from autofe.schema import IngestIssue, IngestReport
@@ -59,14 +61,18 @@ def plan_ingest(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> Ingest
 
 def _plan_one(con: duckdb.DuckDBPyConnection, path: Path, plan: IngestPlan) -> None:
     """Route one input as ``autofe.pipelines.ingest.ingest_one`` does."""
-    if not path.exists() and not path.is_symlink():
-        plan.report.issues.append(IngestIssue(str(path), "no such file or directory", fatal=True))
+    refused = refusal(path)
+    if refused:
+        plan.report.issues.append(IngestIssue(str(path), refused, fatal=True))
     elif path.suffix == ".toml":
         ingest_run_table(con, path, plan.report)
     elif path.is_dir() and is_workspace(path):
         ingest_workspace(con, path, plan.report, _collector(plan))
     else:
-        plan.logs.extend(PlannedLog(source, None) for source in find_event_logs(path))
+        sources = find_event_logs(path)
+        if not sources and path.is_dir():
+            plan.report.issues.append(IngestIssue(str(path), NO_LOGS))
+        plan.logs.extend(PlannedLog(source, None) for source in sources)
 
 
 def _collector(plan: IngestPlan) -> IngestLogs:

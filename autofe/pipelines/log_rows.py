@@ -14,13 +14,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autofe.errors import IngestError
-from autofe.pipelines.event_logs import Ready, application_rows
+from autofe.pipelines.event_logs import Ready, application_rows, log_digest
 from autofe.pipelines.ingest import app_facts
 from autofe.pipelines.workspace import AppLinker
 from autofe.schema import IngestIssue
 from autofe.tools.event_log import parse_or_issue
 from autofe.tools.event_log_files import LogSource
-from autofe.warehouse.ledger import hash_files
 from autofe.warehouse.tables import table
 
 TableRow = tuple[str, tuple[Any, ...]]
@@ -32,7 +31,7 @@ _COERCE = {"DOUBLE": float, "BIGINT": int, "INTEGER": int, "BOOLEAN": bool}
 def source_digest(source: LogSource) -> str | IngestIssue:
     """The log's content hash (its ledger identity), or why its bytes cannot be read."""
     try:
-        return hash_files(source.parts)
+        return log_digest(source)
     except IngestError as exc:
         return IngestIssue(exc.path, exc.reason, exc.line, fatal=True)
 
@@ -48,15 +47,19 @@ def log_rows(source: LogSource, digest: str, link: AppLinker | None) -> list[Tab
     result = parse_or_issue(source)
     if isinstance(result, IngestIssue):
         return issue_rows([result])
-    linked = link(app_facts(result)) if link else None
-    rows = application_rows(Ready(result, digest, linked))
-    ledger = {
-        "content_hash": digest,
-        "path": result.path,
-        "kind": "event_log",
-        "ingested_at": now(),
-    }
-    out = [(name, ordered(name, row)) for name, batch in rows.items() for row in batch]
+    try:
+        linked = link(app_facts(result)) if link else None
+        rows = application_rows(Ready(result, digest, linked))
+        ledger = {
+            "content_hash": digest,
+            "path": result.path,
+            "kind": "event_log",
+            "ingested_at": now(),
+        }
+        out = [(name, ordered(name, row)) for name, batch in rows.items() for row in batch]
+    except Exception as exc:  # this log's rows, not the executor's whole partition
+        reason = f"cannot build warehouse rows: {type(exc).__name__}: {exc}"
+        return issue_rows([IngestIssue(result.path, reason, fatal=True)])
     return [*out, ("ingested_files", ordered("ingested_files", ledger)), *issue_rows(result.issues)]
 
 

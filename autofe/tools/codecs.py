@@ -23,6 +23,7 @@ import cramjam
 import zstandard
 
 from autofe.errors import IngestError
+from autofe.tools.paths import special_file
 
 __all__ = ["CODEC_BY_SUFFIX", "codec_for", "iter_decompressed"]
 
@@ -103,13 +104,17 @@ def iter_decompressed(path: Path, chunk_size: int = 1 << 20) -> Iterator[bytes]:
         An empty file yields nothing (Spark creates the file before its first block).
 
     Raises:
-        IngestError: The file cannot be read, its content is not the codec its name says
+        IngestError: The file is a FIFO, device or socket (refused unopened: reading one can
+            block forever), cannot be read, its content is not the codec its name says
             (raised before anything is yielded), or the stream is truncated or corrupt
             part-way (raised after every decodable chunk before the damage was yielded).
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
     codec = codec_for(path)
+    refused = special_file(path)
+    if refused:
+        raise IngestError(str(path), refused)
     try:
         with path.open("rb") as fh:
             head = fh.peek(_MAGIC_LEN)[:_MAGIC_LEN]

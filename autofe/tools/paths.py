@@ -8,10 +8,42 @@ directory).
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from autofe.errors import PathNotAllowed
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def special_file(path: str | Path) -> str | None:
+    """Why ``path`` must not be opened, if it is a FIFO, a device or a socket; else None.
+
+    Opening a FIFO waits for a writer (forever, for a reader that never gets one), a device
+    can stream without end (``/dev/zero``) or act when opened (a tape rewinds), and a socket
+    cannot be read as a file. ``stat`` tells them apart without opening anything. Links are
+    followed; a missing path or a folder is None (its reader reports it).
+
+    >>> special_file("/dev/null")
+    'is a character device, not a regular file: refused without opening it'
+    >>> special_file("/no/such/file") is None
+    True
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    for test, kind in _SPECIAL:
+        if test(mode):
+            return f"is {kind}, not a regular file: refused without opening it"
+    return None
 
 
 def confine(path: str | Path, roots: Sequence[Path]) -> Path:
@@ -25,7 +57,8 @@ def confine(path: str | Path, roots: Sequence[Path]) -> Path:
         The path with every symlink and ``..`` resolved.
 
     Raises:
-        PathNotAllowed: the path does not exist, or resolves outside every root.
+        PathNotAllowed: the path does not exist, resolves outside every root, or is a FIFO,
+            device or socket (a tool reading it could hang the server).
 
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp())
@@ -51,6 +84,9 @@ def confine(path: str | Path, roots: Sequence[Path]) -> Path:
             continue
         resolved = _resolve(candidate, strict=True)
         if resolved is not None:
+            refused = special_file(resolved)
+            if refused:
+                raise PathNotAllowed(str(path), refused, shown)
             return resolved
     if outside is not None:
         # said whether or not it exists: a tool must not reveal what lies outside its roots

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,14 @@ def test_any_of_several_roots_will_do(root: Path, tmp_path: Path) -> None:
     assert confine("b.log", [root, other]) == (other / "b.log").resolve()
     with pytest.raises(PathNotAllowed, match="no directories are allowed"):
         confine(other / "b.log", [])
+
+
+def test_a_fifo_or_device_inside_a_root_is_refused(root: Path) -> None:
+    """Opening a FIFO waits for a writer: a tool handed one would hang the MCP server."""
+    os.mkfifo(root / "logs" / "pipe")
+    (root / "null").symlink_to("/dev/null")
+    refused = "not a regular file: refused without opening it; allowed roots: "
+    with pytest.raises(PathNotAllowed, match=rf"^logs/pipe: is a named pipe \(FIFO\), {refused}"):
+        confine("logs/pipe", [root])
+    with pytest.raises(PathNotAllowed, match=rf"^null: is a character device, {refused}"):
+        confine("null", [Path("/dev"), root])
