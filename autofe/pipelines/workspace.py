@@ -21,6 +21,7 @@ import csv
 import io
 import json
 import logging
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,10 @@ from typing import Any
 import duckdb
 
 from autofe.errors import IngestError, WarehouseError
+from autofe.pipelines.conform import UnstorableKey, conform_row
 from autofe.schema import Availability, IngestIssue, IngestReport
+from autofe.tools.event_fields import MAX_EPOCH_MS, shown
+from autofe.tools.paths import special_file
 from autofe.warehouse.ledger import (
     hash_bytes,
     ingested_among,
@@ -99,15 +103,23 @@ def is_workspace(path: Path) -> bool:
 
 def _input_paths(root: Path, kind: str) -> list[Path]:
     """``<kind>.json`` at the root, then the JSON (and, for table stats, CSV) in ``<kind>/``."""
-    single = [root / f"{kind}.json"] if (root / f"{kind}.json").is_file() else []
+    single = [root / f"{kind}.json"] if _file_like(root / f"{kind}.json") else []
     folder = root / kind
     suffixes = (".json", ".csv") if kind == "table_stats" else (".json",)
     files = sorted(p for p in folder.glob("*") if p.suffix in suffixes) if folder.is_dir() else []
-    return single + [p for p in files if p.is_file()]
+    return single + [p for p in files if _file_like(p)]
+
+
+def _file_like(path: Path) -> bool:
+    """A file, or a FIFO, device or socket named like one (listed, to be refused by name)."""
+    return path.is_file() or special_file(path) is not None
 
 
 def _read_input(path: Path, kind: str) -> _Input:
     """Read and parse one file; an unreadable or unparseable file becomes a fatal issue."""
+    refused = special_file(path)
+    if refused:
+        return _Input(path, kind, b"", problem=_issue(path, refused, True))
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -147,10 +159,12 @@ def _issue(path: Path, reason: str, fatal: bool = False, line: int | None = None
 def _ms(value: Any) -> int | None:
     """An API epoch-ms value; the Jobs API writes 0 for "not yet" (e.g. end of a running run).
 
-    >>> _ms(1707850685000), _ms(0), _ms(None), _ms("x")
-    (1707850685000, None, None, None)
+    >>> _ms(1707850685000), _ms(0), _ms(None), _ms("x"), _ms(1e300), _ms(float("nan"))
+    (1707850685000, None, None, None, None, None)
     """
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not (0 < value <= MAX_EPOCH_MS):  # also NaN, which Python's json reads
         return None
     return int(value)
 
@@ -158,10 +172,12 @@ def _ms(value: Any) -> int | None:
 def _ts(ms: int | None) -> datetime | None:
     """Epoch ms to the naive UTC timestamp the warehouse stores.
 
-    >>> _ts(1707850685000)
-    datetime.datetime(2024, 2, 13, 18, 58, 5)
+    >>> _ts(1707850685000), _ts(10**18)
+    (datetime.datetime(2024, 2, 13, 18, 58, 5), None)
     """
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).replace(tzinfo=None)
+    if ms is None or not 0 <= ms <= MAX_EPOCH_MS:  # a sum of two API values can overflow
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).replace(tzinfo=None)
 
 
 def _text(value: Any) -> str | None:
@@ -571,7 +587,14 @@ def _seconds(ms: int | None) -> float | None:
 
 
 def _nonneg(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A duration or count as an int; None when it is no number or no plausible one.
+
+    >>> _nonneg(1500), _nonneg(2.5), _nonneg(True), _nonneg(float("inf")), _nonneg("1")
+    (1500, 2, None, None, None)
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if math.isfinite(value) and abs(value) <= MAX_EPOCH_MS else None
 
 
 def _plus(start: int | None, setup: int | None) -> int | None:
@@ -804,12 +827,20 @@ def _stats_rows(item: _Input) -> tuple[list[Json], list[IngestIssue]]:
         numbered = list(item.content)
     else:
         numbered = [(None, r) for r in _records(item.content, "table_stats", item.path)]
-    rows, issues = [], []
-    for line, record in numbered:
+    rows: list[Json] = []
+    issues: list[IngestIssue] = []
+    for n, (line, record) in enumerate(numbered):
+        where = f"line {line}" if line is not None else f"table_stats[{n}]"
         try:
-            rows.append(_stats_row(item.path, record, line))
+            row, reasons = conform_row("table_stats", _stats_row(item.path, record, line))
         except IngestError as exc:
             issues.append(IngestIssue(exc.path, exc.reason, exc.line))
+            continue
+        except Exception as exc:  # one snapshot's surprise, not the file's
+            issues.append(_issue(item.path, f"{where} skipped: {_why(exc)}", line=line))
+            continue
+        rows.append(row)
+        issues += [_issue(item.path, f"{where}: {r}", line=line) for r in reasons]
     return rows, issues
 
 
@@ -851,8 +882,8 @@ def _count(path: Path, value: Any, line: int | None) -> int | None:
         return None
     try:
         return int(float(value))
-    except (TypeError, ValueError) as exc:
-        raise IngestError(str(path), f"not a number: {value!r}", line) from exc
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise IngestError(str(path), f"not a number: {shown(value)}", line) from exc
 
 
 # --------------------------------------------------------------------------- per-file output
@@ -884,19 +915,57 @@ def _output(item: _Input, cat: _Catalog) -> _Output:
 
 def _fill(out: _Output, item: _Input, cat: _Catalog) -> None:
     """Rows of the objects this file owns (the file whose version of them won the merge)."""
-    if item.kind == "clusters":
-        owned = [r.data for r in cat.owned("clusters", item.path)]
-        out.add({"cluster_configs": [_config_row(c, cat) for c in owned]})
-    elif item.kind in ("jobs", "runs"):
-        derive = _job_rows if item.kind == "jobs" else _run_rows
+    if item.kind in _ID_KEYS:
         for record in cat.owned(item.kind, item.path):
-            rows, issues = derive(record.data, cat, item.path)
-            out.add(rows)
-            out.issues += issues
+            _add_record(out, item, record.data, cat)
     elif item.kind == "table_stats":
         stats, issues = _stats_rows(item)
         out.add({"table_stats": stats})
         out.issues += issues
+
+
+_RECORD_NAMES = {"jobs": "job", "runs": "run", "clusters": "cluster"}
+
+
+def _add_record(out: _Output, item: _Input, data: Json, cat: _Catalog) -> None:
+    """One job, run or cluster's rows, or an issue naming it: the file's other records go on.
+
+    A value its column cannot hold is stored as NULL, with an issue naming the record and
+    the column.
+    """
+    key = _text(data.get(_ID_KEYS[item.kind])) or ""
+    name = f"{_RECORD_NAMES[item.kind]} {key if len(key) <= 40 else shown(key)}"
+    try:
+        rows, issues = _derive(item.kind, data, cat, item.path)
+        fixed: dict[str, list[Json]] = {}
+        for table_name, batch in rows.items():
+            for row in batch:
+                good, reasons = conform_row(table_name, row)
+                fixed.setdefault(table_name, []).append(good)
+                issues += [_issue(item.path, f"{name}: {r}") for r in reasons]
+    except Exception as exc:  # a record the code did not foresee: skipped, and said so
+        out.issues.append(_issue(item.path, f"{name} skipped: {_why(exc)}"))
+        return
+    out.add(fixed)
+    out.issues += issues
+
+
+def _derive(
+    kind: str, data: Json, cat: _Catalog, path: Path
+) -> tuple[dict[str, list[Json]], list[IngestIssue]]:
+    if kind == "clusters":
+        return {"cluster_configs": [_config_row(data, cat)]}, []
+    return (_job_rows if kind == "jobs" else _run_rows)(data, cat, path)
+
+
+def _why(exc: Exception) -> str:
+    """An unforeseen failure as the report shows it (our own errors say it themselves)."""
+    if isinstance(exc, IngestError):
+        return exc.reason
+    if isinstance(exc, UnstorableKey):
+        return str(exc)
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 200 else f"{text[:200]}…"  # an OSError quotes its whole path
 
 
 def _fingerprint(item: _Input, out: _Output) -> str:
@@ -917,20 +986,31 @@ class _Pending:
     key: str
 
 
-def _store_batch(con: duckdb.DuckDBPyConnection, batch: Sequence[_Pending]) -> None:
+def _store_batch(
+    con: duckdb.DuckDBPyConnection, batch: Sequence[_Pending]
+) -> tuple[list[_Pending], list[IngestIssue]]:
     """Write a batch of files in one transaction, or file by file when the batch is refused.
 
     Each run and job is owned by one file, and a later file's row replaces an earlier one's
     with the same key, so one upsert per table gives the rows file-by-file writes give.
 
-    Raises:
-        WarehouseError: a file's rows were refused (that file is named; earlier ones are kept).
+    Returns:
+        The files stored, and one fatal issue per file the warehouse refused (nothing of it
+        is kept, nor its ledger entry: fixed, it is ingested by the next run).
     """
     try:
         _commit(con, batch, f"{len(batch)} workspace files")
+        return list(batch), []
     except WarehouseError:
-        for p in batch:
+        pass
+    stored, refused = [], []
+    for p in batch:
+        try:
             _commit(con, [p], str(p.item.path))
+            stored.append(p)
+        except WarehouseError as exc:
+            refused.append(IngestIssue(str(p.item.path), str(exc), fatal=True))
+    return stored, refused
 
 
 def _commit(con: duckdb.DuckDBPyConnection, batch: Sequence[_Pending], what: str) -> None:
@@ -1140,12 +1220,14 @@ def _ingest_batch(
             report.files_unchanged += 1
         else:
             changed[p.key] = p
-    if changed:
-        _store_batch(con, list(changed.values()))
-    for p in changed.values():
+    stored, refused = _store_batch(con, list(changed.values())) if changed else ([], [])
+    for p in stored:
         report.files_ingested += 1
         report.runs += len(p.out.rows.get("runs", []))
         report.issues.extend(p.out.issues)
+    if refused:
+        report.issues.extend(refused)
+        record_issues(con, refused)
 
 
 def ingest_workspace(
@@ -1153,11 +1235,12 @@ def ingest_workspace(
 ) -> None:
     """Ingest a workspace export, then hand its event logs to ``ingest_logs`` with a linker.
 
-    Bad input (unparseable JSON, a run without run_id, a run naming an unknown cluster)
-    becomes an issue in ``report.issues`` and in ``ingest_issues``; the rest is ingested.
+    Bad input (unparseable JSON, a run without run_id, a run naming an unknown cluster, a
+    value of the wrong type, a file the warehouse refuses, a FIFO named like a file) becomes an
+    issue in ``report.issues`` and in ``ingest_issues``; the rest is ingested.
 
     Raises:
-        WarehouseError: the warehouse refused a file's rows.
+        WarehouseError: the warehouse cannot record the issues (it is unusable).
     """
     inputs = [_read_input(p, k) for k in _JSON_KINDS for p in _input_paths(root, k)]
     cat = _catalog(root, inputs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -364,10 +365,9 @@ def test_batched_files_store_what_file_by_file_stores(
     assert stored[7] == stored[1]
 
 
-def test_refused_file_in_a_batch_is_named_and_earlier_files_are_kept(
+def test_refused_file_in_a_batch_is_named_and_the_others_are_kept(
     monkeypatch: pytest.MonkeyPatch, workspace: Path, tmp_path: Path
 ) -> None:
-    from autofe.errors import WarehouseError
     from autofe.pipelines import workspace as ws
     from autofe.warehouse.write import insert_rows as real_insert
 
@@ -378,13 +378,80 @@ def test_refused_file_in_a_batch_is_named_and_earlier_files_are_kept(
 
     monkeypatch.setattr(ws, "insert_rows", refuse_run_8002)
     db = tmp_path / "w.duckdb"
-    with pytest.raises(WarehouseError, match=r"cannot store .*runs/8002\.json: .*duplicate key"):
-        _ingest(workspace, db)
-    con = open_warehouse(db)
+    con, report, _ = _ingest(workspace, db)
+    [refused] = [i for i in report.issues if i.fatal]
+    assert Path(refused.path).name == "8002.json"
+    assert re.search(r"^cannot store .*runs/8002\.json: .*duplicate key", refused.reason)
     kept = {Path(p).name for (p,) in con.execute("SELECT path FROM ingested_files").fetchall()}
-    assert "8002.json" not in kept and "8001.json" in kept
+    assert "8002.json" not in kept and {"8001.json", "8003.json"} <= kept
     assert _one(con, "SELECT count(*) FROM runs WHERE run_id = '8002'") == 0
+    assert _one(con, "SELECT count(*) FROM ingest_issues WHERE fatal") == 1
     monkeypatch.setattr(ws, "insert_rows", real_insert)
     con.close()
     con, report, _ = _ingest(workspace, db)
     assert report.files_unchanged == len(kept) and _count(con, "runs") == 6
+
+
+WRONG_TYPES_RUN = """{
+  "run_id": 9001, "job_id": 522, "start_time": "yesterday", "end_time": 1e300,
+  "execution_duration": NaN, "state": {"result_state": "SUCCESS"},
+  "tags": {"team": "\\ud800", "size": {"a": 1}},
+  "cluster_spec": {"new_cluster": {
+    "num_workers": 1e300, "node_type_id": {"x": 1}, "spark_version": 13}}
+}"""
+WRONG_TYPES_JOB = {
+    "job_id": 9,
+    "settings": {"name": {"x": 1}, "tasks": [{"task_key": "t"}]},
+}
+LONG_SCRIPT_JOB = {
+    "job_id": 10,
+    "settings": {
+        "name": "long",
+        "tasks": [{"task_key": "t", "spark_python_task": {"python_file": "/" + "a" * 5000}}],
+    },
+}
+
+
+def test_a_wrongly_typed_field_is_an_issue_for_its_record_not_a_crash(
+    workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "runs" / "9001.json").write_text(WRONG_TYPES_RUN)
+    (workspace / "jobs" / "9.json").write_text(json.dumps(WRONG_TYPES_JOB))
+    (workspace / "jobs" / "10.json").write_text(json.dumps(LONG_SCRIPT_JOB))
+    con, report, _ = _ingest(workspace, tmp_path / "w.duckdb")
+
+    run_file, job_file = workspace / "runs" / "9001.json", workspace / "jobs" / "9.json"
+    reasons = {(Path(i.path).name, i.reason) for i in report.issues}
+    assert {
+        (
+            run_file.name,
+            "run 9001: run_attributes.value_text cannot hold '\\ud800' (expected "
+            "text); stored as NULL",
+        ),
+        (
+            run_file.name,
+            "run 9001: cluster_configs.num_workers cannot hold 1e+300 (expected a "
+            "32-bit whole number); stored as NULL",
+        ),
+        (
+            run_file.name,
+            "run 9001: cluster_configs.node_type cannot hold {'x': 1} (expected "
+            "text); stored as NULL",
+        ),
+        (job_file.name, "job 9: jobs.name cannot hold {'x': 1} (expected text); stored as NULL"),
+    } <= reasons, reasons
+    [long] = [r for name, r in reasons if name == "10.json"]
+    assert long.startswith("job 10 skipped: OSError: [Errno 36] File name too long")
+    assert len(long) < 250
+    assert not any(i.fatal for i in report.issues)
+    assert _count(con, "runs") == 7 and report.runs == 7
+    row = _one(
+        con, "SELECT submit_time, end_time, duration_s, status FROM runs WHERE run_id = '9001'"
+    )
+    assert row == (None, None, None, "SUCCEEDED")
+    assert _one(con, "SELECT name FROM jobs WHERE job_id = '9'") is None
+    assert _one(con, "SELECT count(*) FROM jobs WHERE job_id = '10'") == 0
+    tags = con.execute(
+        "SELECT name, value, value_text FROM run_attributes WHERE run_id = '9001' ORDER BY name"
+    ).fetchall()
+    assert tags == [("tag.size", None, "{'a': 1}"), ("tag.team", None, None)]
