@@ -25,8 +25,10 @@ from typing import Any, Literal, Self
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from autofe.errors import ConfigError, IngestError
+from autofe.errors import ConfigError, IngestError, WarehouseError
 from autofe.schema import Availability, IngestIssue, IngestReport
+from autofe.tools.event_fields import shown
+from autofe.tools.paths import special_file
 from autofe.warehouse.ledger import (
     already_ingested,
     hash_bytes,
@@ -253,6 +255,9 @@ def load_mapping(path: Path) -> RunTableMapping:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    refused = special_file(path)
+    if refused:
+        raise ConfigError(f"{path}: {refused}")
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
@@ -356,7 +361,8 @@ def resolve_tables(mapping: RunTableMapping, table_path: Path | None = None) -> 
     """
     if table_path is not None:
         if not table_path.is_file():
-            raise ConfigError(f"{mapping.path}: table_path {table_path} is not a file")
+            what = special_file(table_path) or "is not a file"
+            raise ConfigError(f"{mapping.path}: table_path {table_path} {what}")
         return [table_path]
     base = mapping.path.parent
     found: list[Path] = []
@@ -523,17 +529,37 @@ def ingest_run_table(
     Raises:
         ConfigError: the mapping is invalid, names a missing file or column, or leaves a column
             unassigned.
-        IngestError: a table file cannot be read.
-        WarehouseError: writing failed (that file's rows were rolled back).
+
+    A table file that cannot be read, whose every row is refused, or whose rows the warehouse
+    refuses is a fatal issue in ``report.issues`` (its rows rolled back); the next file goes on.
     """
     mapping = load_mapping(mapping_path)
     for path in resolve_tables(mapping, table_path):
-        _ingest_table(con, mapping, path, report)
+        try:
+            _ingest_table(con, mapping, path, report)
+        except (IngestError, WarehouseError) as exc:  # this table is skipped, not the batch
+            _refuse(con, report, _as_issue(exc, path))
+
+
+def _as_issue(exc: IngestError | WarehouseError, path: Path) -> IngestIssue:
+    if isinstance(exc, IngestError):
+        return IngestIssue(exc.path, exc.reason, exc.line, fatal=True)
+    return IngestIssue(str(path), str(exc), fatal=True)
+
+
+def _refuse(con: duckdb.DuckDBPyConnection, report: IngestReport, issue: IngestIssue) -> None:
+    """A table not stored: in the report and the issues table, not in the ledger (so the
+    fixed table is ingested by the next run)."""
+    report.issues.append(issue)
+    record_issues(con, [issue])
 
 
 def _ingest_table(
     con: duckdb.DuckDBPyConnection, mapping: RunTableMapping, path: Path, report: IngestReport
 ) -> None:
+    refused = special_file(path)
+    if refused:
+        raise IngestError(str(path), refused)
     digest = hash_files([mapping.path, path])
     if already_ingested(con, digest):
         report.files_unchanged += 1
@@ -542,11 +568,29 @@ def _ingest_table(
     plan = plan_attributes(mapping, path, columns)
     ctx = _TableContext(mapping, path, plan, _first_data_line(mapping.spec, path))
     batch = _build_batch(ctx, columns, rows)
+    if not batch.runs:
+        record_issues(con, batch.issues)
+        report.issues.extend(batch.issues)
+        raise IngestError(str(path), _nothing_usable(len(rows), batch.issues))
     report.jobs += _write(con, batch, digest, path)
     report.runs += len(batch.runs)
     report.files_ingested += 1
     report.issues.extend(batch.issues)
     log.info("%s: %d runs, %d rows skipped", path, len(batch.runs), len(batch.issues))
+
+
+def _nothing_usable(rows: int, issues: Sequence[IngestIssue]) -> str:
+    """Why a table gave no run: it is empty, or every row was refused (the first reason shown).
+
+    >>> _nothing_usable(0, [])
+    'no run ingested: the table has no data rows'
+    """
+    if not rows:
+        return "no run ingested: the table has no data rows"
+    first = issues[0]
+    return (
+        f"no run ingested: all {rows} rows were refused (first, line {first.line}: {first.reason})"
+    )
 
 
 def _first_data_line(spec: RunTableSpec, path: Path) -> int:
@@ -580,6 +624,9 @@ def _build_batch(
             _collect(batch, _run_rows(ctx, row), row)
         except IngestError as exc:
             batch.issues.append(IngestIssue(exc.path, exc.reason, exc.line))
+        except Exception as exc:  # one row's surprise skips the row, not the table
+            reason = f"row skipped: {type(exc).__name__}: {exc}"
+            batch.issues.append(IngestIssue(row.path, reason, row.line))
     return batch
 
 
@@ -606,6 +653,10 @@ def _run_rows(ctx: _TableContext, row: _Row) -> _RunRows:
     config = _config_row(spec, _cluster(spec.cluster, row))
     attributes = _attribute_rows(run_id, ctx.plan, row)
     submit = _submit_time(spec.submit_time, row)
+    try:
+        end = submit + timedelta(seconds=duration)
+    except OverflowError as exc:
+        raise row.fail(f"label column {spec.label.column!r} is out of range: {duration} s") from exc
     run = {
         "run_id": run_id,
         "job_id": job["job_id"],
@@ -614,7 +665,7 @@ def _run_rows(ctx: _TableContext, row: _Row) -> _RunRows:
         "parameters": _parameters(ctx.plan, row),
         "source": spec.source,
         "start_time": submit,
-        "end_time": submit + timedelta(seconds=duration),
+        "end_time": end,
         "duration_s": duration,
         "status": status,
     }
@@ -726,9 +777,9 @@ def _duration_s(spec: LabelSpec, row: _Row) -> float:
         raise row.fail(f"label column {spec.column!r} is empty")
     value = _number(raw)
     if value is None:
-        raise row.fail(f"label column {spec.column!r} is not a number: {raw!r}")
+        raise row.fail(f"label column {spec.column!r} is not a number: {shown(raw)}")
     if value < 0:
-        raise row.fail(f"label column {spec.column!r} is negative: {raw!r}")
+        raise row.fail(f"label column {spec.column!r} is negative: {shown(raw)}")
     return to_seconds(value, spec.unit)
 
 
@@ -809,6 +860,8 @@ def _field_value(name: str, fs: FieldSpec, row: _Row) -> object:
         return float(f"{number:.12g}")
     if abs(number - round(number)) > 1e-9:
         raise row.fail(f"cluster.{name}: {number} is not a whole number")
+    if not 0 <= number < 1 << 31:
+        raise row.fail(f"cluster.{name}: {number} is out of range (0 to 2^31-1)")
     return round(number)
 
 

@@ -489,3 +489,67 @@ def test_synthetic_start_and_step_are_configurable(shared_data: Path, tmp_path: 
     _ingest(db, _write_mapping(tmp_path, text, shared_data))
     times = [r[0] for r in _query(db, "SELECT submit_time FROM runs ORDER BY submit_time")]
     assert times == [datetime(2024, 3, 1) + timedelta(minutes=i) for i in range(7)]
+
+
+# ---- damaged rows and tables: an issue each, the rest goes on ---------------------------------
+
+ROWS_MAPPING = """
+source = "t"
+files = "runs.csv"
+[job_id]
+constant = "lr"
+[label]
+column = "Time (s)"
+unit = "s"
+[cluster]
+num_workers = { column = "#Cores", scale = 0.25 }
+[attributes]
+known_at_submit = ["#Cores", "Input Fraction"]
+"""
+
+
+def _table(tmp_path: Path, rows: str) -> Path:
+    (tmp_path / "runs.csv").write_text("#Cores,Input Fraction,Time (s)\n" + rows)
+    mapping = tmp_path / "m.toml"
+    mapping.write_text(ROWS_MAPPING)
+    return mapping
+
+
+def test_a_row_out_of_range_is_an_issue_naming_its_line_and_field(tmp_path: Path) -> None:
+    mapping = _table(tmp_path, "4,0.5,7.9\n8,0.5,1e300\n40000000000,0.5,3.0\n16,0.25,4.7\n")
+    report = _ingest(tmp_path / "w.duckdb", mapping)
+    table = str(tmp_path / "runs.csv")
+    assert [(i.path, i.line, i.reason, i.fatal) for i in report.issues] == [
+        (table, 3, "label column 'Time (s)' is out of range: 1e+300 s", False),
+        (table, 4, "cluster.num_workers: 10000000000.0 is out of range (0 to 2^31-1)", False),
+    ]
+    assert (report.runs, report.files_ingested) == (2, 1)
+
+
+def test_a_table_whose_every_row_is_refused_is_skipped_and_not_recorded(tmp_path: Path) -> None:
+    mapping = _table(tmp_path, "4,0.5,n/a\n8,0.5,-3\n")
+    db = tmp_path / "w.duckdb"
+    report = _ingest(db, mapping)
+    table = str(tmp_path / "runs.csv")
+    [fatal] = [i for i in report.issues if i.fatal]
+    assert (fatal.path, fatal.line) == (table, None)
+    assert fatal.reason == (
+        "no run ingested: all 2 rows were refused "
+        "(first, line 2: label column 'Time (s)' is not a number: 'n/a')"
+    )
+    assert (report.runs, report.files_ingested) == (0, 0)
+    assert _query(db, "SELECT count(*) FROM ingested_files") == [(0,)]
+    assert _query(db, "SELECT count(*) FROM ingest_issues WHERE fatal") == [(1,)]
+    (tmp_path / "runs.csv").write_text("#Cores,Input Fraction,Time (s)\n4,0.5,7.9\n")
+    assert _ingest(db, mapping).runs == 1  # fixed: ingested by the next run
+
+
+def test_an_unreadable_table_skips_that_table_and_the_next_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_bytes(b"\xff\xfe\x00garbage\x00" * 100)
+    (tmp_path / "b.csv").write_text("#Cores,Input Fraction,Time (s)\n4,0.5,7.9\n")
+    mapping = tmp_path / "m.toml"
+    mapping.write_text(ROWS_MAPPING.replace('files = "runs.csv"', 'files = ["a.csv", "b.csv"]'))
+    report = _ingest(tmp_path / "w.duckdb", mapping)
+    [fatal] = [i for i in report.issues if i.fatal]
+    assert fatal.path == str(tmp_path / "a.csv") and fatal.reason.startswith("cannot read table")
+    assert (report.runs, report.files_ingested) == (1, 1)
