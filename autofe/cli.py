@@ -166,8 +166,20 @@ def ingest(
         print(json.dumps(data, indent=2))
     else:
         _print_report(data)
-    if data["files_skipped"]:
+    if _nothing_ingested(data) and not as_json:
+        err.print("[yellow]nothing ingested:[/] every input was refused or held nothing to read")
+    if data["files_skipped"] or _nothing_ingested(data):
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def _nothing_ingested(data: dict[str, Any]) -> bool:
+    """No input stored or already stored, and the report says why: exit 3, not 0.
+
+    An ingest that stored nothing because every input was refused (or named a folder without
+    logs) must not look like success to a script; re-ingesting unchanged inputs still exits 0.
+    """
+    stored = data["files_ingested"] or data["files_unchanged"]
+    return not stored and bool(data["issues"])
 
 
 def _spark_ingest(

@@ -121,3 +121,82 @@ def test_a_bad_mapping_is_one_clear_error(tmp_path: Path) -> None:
     assert result.exit_code == EXIT_USER_ERROR
     assert str(bad) in result.stderr
     assert "Traceback" not in result.output
+
+
+def _edited_log(eventlogs: Path, dest: Path) -> int:
+    """A real log whose first JobStart says "yesterday" for its submission time; its line."""
+    lines = (eventlogs / "sparklens" / "local-1532512550423").read_bytes().splitlines()
+    at = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line)
+    event = json.loads(lines[at])
+    event["Submission Time"] = "yesterday"
+    lines[at] = json.dumps(event).encode()
+    dest.write_bytes(b"\n".join(lines) + b"\n")
+    return at + 1
+
+
+def test_a_wrongly_typed_field_skips_its_log_and_exits_3(tmp_path: Path, eventlogs: Path) -> None:
+    good, good2 = eventlogs / "dr-elephant" / "event_log_1", eventlogs / "sparklint"
+    bad = tmp_path / "bad"
+    line = _edited_log(eventlogs, bad)
+    db = str(tmp_path / "w.duckdb")
+    result = runner.invoke(app, ["ingest", str(good), str(bad), str(good2), "--db", db])
+    assert result.exit_code == EXIT_PARTIAL, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        f"skipped: {bad}:{line}: SparkListenerJobStart field 'Submission Time' is not epoch "
+        "milliseconds: 'yesterday'; log not ingested"
+    ]
+    stats = json.loads(runner.invoke(app, ["warehouse", "stats", "--db", db, "--json"]).stdout)
+    assert stats["applications"] == 3  # event_log_1 and sparklint's two
+
+
+def test_a_folder_without_logs_is_a_warning_and_alone_exits_3(
+    tmp_path: Path, eventlogs: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.md").write_text("not a log\n")
+    db = str(tmp_path / "w.duckdb")
+    alone = runner.invoke(app, ["ingest", str(empty), "--db", db])
+    assert alone.exit_code == EXIT_PARTIAL
+    warning = f"warning: {empty}: no event logs in this folder"
+    assert alone.stderr.splitlines()[0].startswith(warning)
+    assert alone.stderr.splitlines()[1].startswith("nothing ingested: ")
+    good = eventlogs / "dr-elephant" / "event_log_1"
+    mixed = runner.invoke(app, ["ingest", str(empty), str(good), "--db", db, "--json"])
+    assert mixed.exit_code == 0
+    summary = json.loads(mixed.stdout)
+    assert (summary["applications"], summary["files_skipped"]) == (1, [])
+    assert [i["path"] for i in summary["issues"]] == [str(empty)]
+
+
+def test_a_run_table_whose_every_row_is_refused_exits_3(tmp_path: Path) -> None:
+    table = tmp_path / "runs.csv"
+    table.write_text("#Cores,Input Fraction,Time (s)\n4,0.5,n/a\n8,0.5,-3\n16,0.5,\n")
+    mapping = tmp_path / "m.toml"
+    mapping.write_text(
+        'source = "t"\nfiles = "runs.csv"\n[job_id]\nconstant = "lr"\n'
+        '[label]\ncolumn = "Time (s)"\nunit = "s"\n'
+        '[attributes]\nknown_at_submit = ["#Cores", "Input Fraction"]\n'
+    )
+    db = str(tmp_path / "w.duckdb")
+    result = runner.invoke(app, ["ingest", str(mapping), "--db", db, "--json"])
+    assert result.exit_code == EXIT_PARTIAL
+    summary = json.loads(result.stdout)
+    assert summary["runs"] == 0
+    assert summary["files_skipped"] == [
+        {
+            "path": str(table),
+            "line": None,
+            "reason": "no run ingested: all 3 rows were refused (first, line 2: label column "
+            "'Time (s)' is not a number: 'n/a')",
+            "fatal": True,
+        }
+    ]
+    assert [(i["line"], i["fatal"]) for i in summary["issues"]][:3] == [
+        (2, False),
+        (3, False),
+        (4, False),
+    ]
+    again = runner.invoke(app, ["ingest", str(mapping), "--db", db, "--json"])
+    assert again.exit_code == EXIT_PARTIAL  # not recorded as ingested: refused again
