@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Column, Table
+from typer.core import TyperGroup
 
 from autofe import __version__
 from autofe.config import DEFAULT_DB, IngestSettings, example_workspace, workspace_path
 from autofe.console import (
     EXIT_PARTIAL,
     EXIT_REJECTED,
+    EXIT_USER_ERROR,
     err,
     out,
     state,
@@ -25,8 +28,32 @@ from autofe.evals.cli import eval_app
 from autofe.knowledge_base.cli import kb_app
 from autofe.lab.cli import lab_app
 from autofe.scheduler.cli import schedule_app
+from autofe.special_file import special_file
+
+
+class _Guarded(TyperGroup):
+    """The top-level command group: refuses special files among the arguments up front.
+
+    Every path a command takes (a warehouse, a model, a jobs file, a feature file...) reaches
+    some ``open``; a FIFO there blocks forever and a device can stream without end. Checking
+    the arguments here, before any command runs, covers every command and every option
+    (``ingest`` refuses each input itself, so that one such input skips only itself).
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # ctx: Any, as typer types it with its vendored click (a private module)
+        # ingest checks each input itself: a special file is one skipped input of the batch
+        for arg in [] if args[:1] == ["ingest"] else args:
+            value = arg.partition("=")[2] if arg.startswith("--") and "=" in arg else arg
+            refused = special_file(value)
+            if refused is not None:
+                err.print(f"[bold red]error:[/] {escape(value)} {refused}", highlight=False)
+                raise typer.Exit(EXIT_USER_ERROR)
+        return super().parse_args(ctx, args)
+
 
 app = typer.Typer(
+    cls=_Guarded,
     name="autofe",
     help="Predict how long a Spark / Databricks job will run before it is submitted.",
     no_args_is_help=True,

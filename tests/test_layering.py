@@ -18,6 +18,7 @@ LAYER = {
     "console": 0,
     "workspace_archive": 0,
     "hashing": 0,
+    "special_file": 0,
     "warehouse": 1,
     "sandbox": 1,
     "knowledge_base": 1,

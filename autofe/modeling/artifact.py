@@ -39,6 +39,7 @@ from autofe.modeling.metrics import Metrics
 from autofe.modeling.safe_unpickle import safe_unpickle
 from autofe.modeling.signing import check_signature, model_key, signature
 from autofe.modeling.train import RuntimeModel
+from autofe.special_file import special_file
 
 MODEL_FILE = "model.joblib"
 MANIFEST_FILE = "model.manifest.json"
@@ -204,6 +205,9 @@ def _part(artifact: Artifact, name: str, where: Path) -> object:
 
 
 def _manifest(path: Path) -> dict[str, Any]:
+    refused = special_file(path)
+    if refused is not None:  # a FIFO planted in a model folder must not hang the server
+        raise ModelError(f"{path} {refused}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:

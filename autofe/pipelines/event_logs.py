@@ -18,7 +18,7 @@ from autofe.pipelines.parser_pool import parser_pool
 from autofe.schema import IngestIssue, IngestReport
 from autofe.tools.event_log import ParsedApplication, parse_or_issue
 from autofe.tools.event_log_files import NOT_LOGS, LogSource, find_event_logs
-from autofe.tools.paths import special_file
+from autofe.special_file import special_file
 from autofe.warehouse.ledger import (
     already_ingested,
     hash_bytes,

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from autofe.errors import ConfigError, IngestError, WarehouseError
 from autofe.schema import Availability, IngestIssue, IngestReport
 from autofe.tools.event_fields import shown
-from autofe.tools.paths import special_file
+from autofe.special_file import special_file
 from autofe.warehouse.ledger import (
     already_ingested,
     hash_bytes,

@@ -35,7 +35,7 @@ from autofe.errors import IngestError, WarehouseError
 from autofe.pipelines.conform import UnstorableKey, conform_row
 from autofe.schema import Availability, IngestIssue, IngestReport
 from autofe.tools.event_fields import MAX_EPOCH_MS, shown
-from autofe.tools.paths import special_file
+from autofe.special_file import special_file
 from autofe.warehouse.ledger import (
     hash_bytes,
     ingested_among,

@@ -23,7 +23,7 @@ import cramjam
 import zstandard
 
 from autofe.errors import IngestError
-from autofe.tools.paths import special_file
+from autofe.special_file import special_file
 
 __all__ = ["CODEC_BY_SUFFIX", "codec_for", "iter_decompressed"]
 

@@ -8,42 +8,11 @@ directory).
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from autofe.errors import PathNotAllowed
-
-_SPECIAL = (
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def special_file(path: str | Path) -> str | None:
-    """Why ``path`` must not be opened, if it is a FIFO, a device or a socket; else None.
-
-    Opening a FIFO waits for a writer (forever, for a reader that never gets one), a device
-    can stream without end (``/dev/zero``) or act when opened (a tape rewinds), and a socket
-    cannot be read as a file. ``stat`` tells them apart without opening anything. Links are
-    followed; a missing path or a folder is None (its reader reports it).
-
-    >>> special_file("/dev/null")
-    'is a character device, not a regular file: refused without opening it'
-    >>> special_file("/no/such/file") is None
-    True
-    """
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return None
-    for test, kind in _SPECIAL:
-        if test(mode):
-            return f"is {kind}, not a regular file: refused without opening it"
-    return None
+from autofe.special_file import special_file
 
 
 def confine(path: str | Path, roots: Sequence[Path]) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 
 from autofe.errors import WarehouseError
+from autofe.special_file import special_file
 from autofe.warehouse.tables import TABLES, Table
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,9 @@ def open_warehouse(path: Path | str, *, read_only: bool = False) -> duckdb.DuckD
             (read-only) does not exist.
     """
     p = Path(path)
+    refused = special_file(p)
+    if refused is not None:
+        raise WarehouseError(f"warehouse {p} {refused}")
     if read_only and not p.exists():
         raise WarehouseError(f"warehouse {p} does not exist: run `autofe ingest` first")
     try:

@@ -17,9 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from autofe.cli import app
 from autofe.config import IngestSettings
-from autofe.errors import ConfigError
+from autofe.errors import ConfigError, ModelError, WarehouseError
+from autofe.modeling.artifact import load_model
 from autofe.pipelines.ingest import ingest
 from autofe.schema import IngestIssue, IngestReport
 from autofe.warehouse.connect import open_warehouse
@@ -123,3 +126,44 @@ def test_a_device_is_refused_like_a_fifo(tmp_path: Path) -> None:
     report = ingest([Path("/dev/null")], IngestSettings(tmp_path / "w.duckdb", workers=1))
     reason = "is a character device, not a regular file: refused without opening it"
     assert report.issues == [IngestIssue("/dev/null", reason, fatal=True)]
+
+
+def test_a_fifo_as_the_warehouse_is_refused_without_opening_it(tmp_path: Path) -> None:
+    with (
+        released(tmp_path / "autofe.duckdb") as opened,
+        pytest.raises(WarehouseError, match=re.escape(FIFO_REASON)),
+    ):
+        open_warehouse(tmp_path / "autofe.duckdb")
+    assert opened == []
+
+
+def test_a_fifo_planted_as_a_model_manifest_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "model.joblib").write_bytes(b"not read")
+    with (
+        released(tmp_path / "model.manifest.json") as opened,
+        pytest.raises(ModelError, match=re.escape(FIFO_REASON)),
+    ):
+        load_model(tmp_path, "any schema")
+    assert opened == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["features", "check", "{fifo}", "--db", "{tmp}/w.duckdb"],
+        ["predict", "--model", "{fifo}", "--run-id", "1"],
+        ["schedule", "plan", "--jobs", "{fifo}"],
+        ["schedule", "plan", "--jobs={fifo}"],
+        ["warehouse", "stats", "--db", "{fifo}"],
+    ],
+    ids=["feature-file", "model", "jobs", "jobs=", "db"],
+)
+def test_every_command_refuses_a_fifo_argument_in_one_line(tmp_path: Path, args: list[str]) -> None:
+    fifo = tmp_path / "input"
+    given = [a.format(fifo=fifo, tmp=tmp_path) for a in args]
+    with released(fifo) as opened:
+        result = CliRunner().invoke(app, given)
+    assert result.exit_code == 2, result.output
+    assert f"error: {fifo} {FIFO_REASON}" in " ".join(result.output.split())
+    assert opened == []
+    assert "Traceback" not in result.output
