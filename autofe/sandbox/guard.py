@@ -13,7 +13,9 @@ Refusals say what was refused. A statement that is no query is named by its kind
 ("EXPORT DATABASE statements are not allowed: ...") even when sqlglot cannot parse it: the
 kind is read from its leading keywords, and only ever to word the refusal. Look-alike
 punctuation (a full-width ``；``, curly quotes) outside strings, quoted names and comments is
-named with its code point and offset before anything is parsed (:data:`LOOKALIKES`).
+named with its code point and offset before anything is parsed (:data:`LOOKALIKES`). A statement
+nested deeper than sqlglot's parser or the walks after it can follow is refused by the depth
+check every parser of feature SQL shares (:mod:`autofe.sandbox.nesting`).
 
 Functions decided against, so nobody re-adds them by accident:
 
@@ -54,6 +56,7 @@ from sqlglot import Token, TokenType, exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from autofe.errors import SandboxViolation
+from autofe.sandbox.nesting import NestedTooDeeply, check_depth
 from autofe.warehouse.catalog import WarehouseCatalog
 
 Span = tuple[int, int]
@@ -492,8 +495,10 @@ def _parse_query(sql: str, tokens: list[Token]) -> exp.Expression:
             f"cannot parse as DuckDB SQL: {_first_error(exc)}", sql, _error_span(exc, sql)
         ) from exc
     except RecursionError as exc:  # sqlglot parses recursively; Python's stack is the limit
-        raise SandboxViolation("statement nested too deeply to check", sql) from exc
+        raise NestedTooDeeply(sql) from exc
     tree = parsed[0] if len(parsed) == 1 else None
+    if tree is not None:
+        check_depth(tree, sql)
     if not (isinstance(tree, exp.Query) and isinstance(tree, exp.Expression)):
         named = kind or (type(tree).__name__ if tree is not None else tokens[0].text).upper()
         raise SandboxViolation(not_a_query(named), sql, _token_span(tokens))
@@ -693,7 +698,7 @@ def _duckdb_tree(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     try:
         tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
     except RecursionError as exc:
-        raise SandboxViolation("statement nested too deeply to check", sql) from exc
+        raise NestedTooDeeply(sql) from exc
     if tree.get("error"):
         raise SandboxViolation(f"DuckDB cannot check it: {tree.get('error_message')}", sql)
     return tree

@@ -12,6 +12,7 @@ import sqlglot
 from sqlglot import exp
 
 from autofe.sandbox.guard import in_cte_scope
+from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
 
 DIALECT = "duckdb"
 
@@ -43,6 +44,30 @@ def restricted(tree: exp.Query, run_ids: Sequence[str]) -> str:
     return query.where(exp.column(key, table="_feature").isin(*ids)).sql(DIALECT)
 
 
+def check_rewritable(tree: exp.Query, sql: str) -> None:
+    """Refuse a query (``tree``, parsed from ``sql``) whose rewrite sqlglot cannot parse back.
+
+    The gates and predictions run :func:`restricted` rewrites, rendered by sqlglot and parsed
+    again by the sandbox guard. A chain of casts ``x::DOUBLE::DOUBLE`` parses in a loop but
+    renders as nested ``CAST(CAST(x AS DOUBLE) AS DOUBLE)`` calls, which the parser follows
+    recursively: with 60 casts the feature itself parses, its rewrite does not, and the dynamic
+    leakage check could not run it in any world.
+
+    Raises:
+        NestedTooDeeply: the rewrite is nested too deeply to check.
+
+    >>> check_rewritable(sqlglot.parse_one("SELECT run_id, 1::INT::INT AS value FROM runs"), "")
+    >>> sql = "SELECT run_id, 1" + "::INT" * 60 + " AS value FROM runs"
+    >>> check_rewritable(sqlglot.parse_one(sql), sql)
+    Traceback (most recent call last):
+    autofe.sandbox.nesting.NestedTooDeeply: refused: statement nested too deeply to check
+    """
+    try:
+        parse_statements(restricted(tree, [""]))
+    except NestedTooDeeply as exc:
+        raise NestedTooDeeply(sql) from exc
+
+
 def structure_key(sql: str) -> str:
     """The query with every literal replaced by ``?``: two features differing only in constants
     (a window of 5 runs or 10) have the same structure.
@@ -53,10 +78,13 @@ def structure_key(sql: str) -> str:
     ...     "SELECT run_id, 5 AS value FROM runs WHERE x = 'a'")
     True
     """
-    try:
-        tree = sqlglot.parse_one(sql, read=DIALECT)
-    except sqlglot.errors.SqlglotError:
+    try:  # nesting too deep for the transform and the generator below (they recurse) is refused
+        statements = parse_statements(sql)
+    except (sqlglot.errors.SqlglotError, NestedTooDeeply):
+        statements = []
+    if not statements or statements[0] is None:
         return " ".join(sql.split())
+    tree = statements[0] if len(statements) == 1 else exp.Block(expressions=statements)
     normalized = tree.transform(
         lambda node: exp.Placeholder() if isinstance(node, exp.Literal) else node
     )
