@@ -36,7 +36,8 @@ class Verdict:
     reasons: list[Reason] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
-    """Checks not run, by gate, with why ("dynamic check not run: ...")."""
+    """Checks not run, by gate, with why ("dynamic check not run: ...", or "not run: ..." when
+    the whole gate was skipped)."""
 
     @property
     def accepted(self) -> bool:
@@ -58,28 +59,38 @@ def run_gates(spec: FeatureSpec, ctx: GateContext) -> Verdict:
 
     Once a gate's run of the query was stopped by the timeout or the memory limit, later gates
     check only what needs no run (:data:`WITHOUT_RUNNING`), and the verdict says what was
-    skipped: the feature is rejected once, for the limit, instead of being stopped again.
+    skipped: the feature is rejected once, for the limit, instead of being stopped again. SQL a
+    gate found unreadable (nested too deeply to walk) is walked by no later gate: they are
+    skipped, with why.
     """
     reasons: list[Reason] = []
     seconds: dict[str, float] = {}
     skipped: dict[str, str] = {}
     for gate in GATES:
         name = gate.__name__.removeprefix("check_")
-        run, note = gate, _skip_note(gate, reasons)
+        run, note = _plan(gate, reasons)
         if note is not None:
-            run, skipped[name] = WITHOUT_RUNNING[gate][0], note
+            skipped[name] = note
+        if run is None:
+            continue
         started = time.perf_counter()
         reasons.extend(run(spec, ctx))
         seconds[name] = round(time.perf_counter() - started, 4)
     return Verdict(spec.feature_id, spec.name, reasons, seconds, skipped)
 
 
-def _skip_note(gate: Gate, reasons: list[Reason]) -> str | None:
-    """Why ``gate`` runs without running the query, or None when it runs in full."""
+def _plan(gate: Gate, reasons: list[Reason]) -> tuple[Gate | None, str | None]:
+    """What of ``gate`` runs after ``reasons`` (None: nothing), and what is left out and why."""
+    unreadable = next((r for r in reasons if r.unreadable), None)
+    if unreadable is not None:
+        return None, (
+            f"not run: the {unreadable.gate} gate could not read the SQL ({unreadable.unreadable})"
+        )
     stopped = next((r for r in reasons if r.stopped_by), None)
     if stopped is None or gate not in WITHOUT_RUNNING:
-        return None
-    return (
-        f"{WITHOUT_RUNNING[gate][1]} not run: the query already exceeded {stopped.stopped_by} "
+        return gate, None
+    fallback, left_out = WITHOUT_RUNNING[gate]
+    return fallback, (
+        f"{left_out} not run: the query already exceeded {stopped.stopped_by} "
         f"in the {stopped.gate} gate"
     )

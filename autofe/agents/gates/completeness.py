@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
@@ -31,6 +30,8 @@ from autofe.sandbox.guard import (
     in_cte_scope,
     node_span,
 )
+from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
+from autofe.sandbox.rewrite import check_rewritable
 from autofe.sandbox.session import LimitExceeded, QueryError, QueryResult, Sandbox
 from autofe.warehouse.catalog import WarehouseCatalog
 
@@ -90,14 +91,21 @@ def _parse(sql: str) -> tuple[list[exp.Expr | None], list[Reason]]:
     A look-alike character (``；`` for ``;``) is named before sqlglot tries, which would only
     say "Invalid expression" or take it for a name; a statement sqlglot cannot parse is named by
     its leading keywords when they say what it is (``EXPORT DATABASE``): refused either way,
-    with a reason that says why.
+    with a reason that says why. Nesting too deep to walk, or to parse back once rewritten, is
+    refused by the sandbox's depth check, and the reason marks the SQL unreadable, so later
+    gates do not walk it either.
     """
     try:
         check_characters(sql)
-        return list(sqlglot.parse(sql, read=DIALECT)), []
+        statements = parse_statements(sql)
+        if len(statements) == 1 and isinstance(statements[0], exp.Query):
+            check_rewritable(statements[0], sql)  # the leakage check runs its rewrites
+        return statements, []
     except SandboxViolation as exc:
+        unreadable = exc.reason if isinstance(exc, NestedTooDeeply) else None
+        message = unreadable or f"SQL does not parse: {exc.reason}"
         return [], [
-            _reason(Completeness.PARSE_ERROR, f"SQL does not parse: {exc.reason}", span=exc.span)
+            _reason(Completeness.PARSE_ERROR, message, span=exc.span, unreadable=unreadable)
         ]
     except ParseError as exc:
         return [], [_named_statement(sql) or _parse_reason(sql, exc)]

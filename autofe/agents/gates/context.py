@@ -24,6 +24,9 @@ class Reason:
     stopped_by: str | None = None
     """The sandbox limit that stopped the feature's query ("the 10 s timeout"), if one did:
     later gates then skip what would run the query again (see ``run_gates``)."""
+    unreadable: str | None = None
+    """Why the feature's SQL cannot be walked at all ("statement nested too deeply to check"),
+    if so: later gates, which would walk it, do not run (see ``run_gates``)."""
 
     def as_dict(self) -> dict[str, object]:
         return {

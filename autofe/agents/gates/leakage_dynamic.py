@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Any
 
 import duckdb
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
@@ -42,6 +41,7 @@ from autofe.agents.gates.world import (
 )
 from autofe.errors import SandboxViolation, WarehouseError
 from autofe.featurespec import FeatureSpec
+from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
 from autofe.sandbox.rewrite import referenced_tables, restricted
 from autofe.sandbox.session import QueryError, Sandbox
 
@@ -178,8 +178,8 @@ def _compare(
 
 def _single_query(sql: str) -> exp.Query | None:
     try:
-        statements = sqlglot.parse(sql, read=DIALECT)
-    except SqlglotError:
+        statements = parse_statements(sql)
+    except (SqlglotError, NestedTooDeeply):
         return None
     first = statements[0] if len(statements) == 1 else None
     return first if isinstance(first, exp.Query) else None

@@ -65,7 +65,7 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum, StrEnum
 from typing import Literal
 
-import sqlglot
+import sqlglot  # noqa: F401 (the doctests parse with it)
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
@@ -74,6 +74,7 @@ from sqlglot.optimizer.scope import Scope, build_scope, find_all_in_scope
 from autofe.agents.gates.codes import Leakage
 from autofe.agents.gates.context import GateContext, Reason
 from autofe.featurespec import FeatureSpec
+from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
 from autofe.warehouse.catalog import WarehouseCatalog
 
 GATE = "leakage"
@@ -280,15 +281,16 @@ def check_static_leakage(spec: FeatureSpec, ctx: GateContext) -> list[Reason]:
 
 
 def _qualified(sql: str, catalog: WarehouseCatalog) -> Scope | None:
-    """The root scope of the one qualified query in ``sql``, or None if sqlglot cannot say."""
+    """The root scope of the one qualified query in ``sql``, or None if sqlglot cannot say
+    (or the query is nested too deeply for the recursive walks below)."""
     try:
-        statements = [s for s in sqlglot.parse(sql, dialect="duckdb") if s is not None]
+        statements = [s for s in parse_statements(sql) if s is not None]
         if len(statements) != 1 or not isinstance(statements[0], exp.Query):
             return None
         schema: dict[str, object] = dict(catalog.schema)
         tree = qualify(statements[0], schema=schema, dialect="duckdb")
         return build_scope(tree)
-    except SqlglotError:
+    except (SqlglotError, NestedTooDeeply):
         return None
 
 

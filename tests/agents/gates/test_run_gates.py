@@ -117,3 +117,59 @@ def test_following_the_late_snapshot_advice_passes_every_gate(ctx: GateContext) 
     fixed = late.replace("GROUP BY", f"WHERE {advised[1]}\nGROUP BY")
     verdict = run_gates(spec(fixed), lenient)
     assert verdict.accepted, [r.message for r in verdict.reasons]
+
+
+DEEP_PARENS = "SELECT run_id, " + "(" * 5000 + "1" + ")" * 5000 + " AS value FROM runs"
+"""Deeper than sqlglot's recursive parser can follow (it runs out of Python's stack)."""
+DEEP_CASTS = "SELECT run_id, 1" + "::DOUBLE" * 400 + " AS value FROM runs"
+"""Parsed in a loop into a 403-level tree that printing it back (the dynamic check) overflows."""
+CAST_CHAIN = "SELECT run_id, hour(submit_time)" + "::DOUBLE" * 60 + " AS value FROM runs"
+"""Parses, but its rewrites for the worlds render 60 nested CAST() calls that do not parse back:
+on d2aa5f7 it was accepted with the dynamic check refused in every world (fail-open)."""
+DEEP_WHERE = "SELECT run_id, 1.0 AS value FROM runs WHERE " + " AND ".join(["job_id <> 'x'"] * 1000)
+"""A 1 004-level ``AND`` chain: the static check splits its conjuncts recursively."""
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        (DEEP_PARENS, "statement nested too deeply to check"),
+        (DEEP_CASTS, "statement nested too deeply to check: 403 levels, at most 100"),
+        (CAST_CHAIN, "statement nested too deeply to check"),
+        (DEEP_WHERE, "statement nested too deeply to check: 1004 levels, at most 100"),
+    ],
+    ids=["parens", "casts", "cast_chain", "and_chain"],
+)
+def test_sql_nested_too_deeply_is_rejected_by_the_parse_and_walked_by_no_gate(
+    sql: str, reason: str, ctx: GateContext, executed: list[str]
+) -> None:
+    verdict = run_gates(spec(sql), ctx)  # d2aa5f7: RecursionError; cast_chain accepted
+    assert [(r.gate, r.code, r.message) for r in verdict.reasons] == [
+        ("completeness", "parse_error", reason)
+    ]
+    assert verdict.skipped == {
+        "leakage": f"not run: the completeness gate could not read the SQL ({reason})"
+    }
+    assert executed == []  # refused before the sandbox or a world ran anything
+    assert verdict.as_dict()["reasons"] == [
+        {"gate": "completeness", "code": "parse_error", "message": reason}
+        | {"span": None, "column": None}
+    ]
+
+
+def test_the_leakage_checks_alone_pass_over_sql_nested_too_deeply(ctx: GateContext) -> None:
+    from autofe.agents.gates.leakage import check_leakage
+
+    for sql in (DEEP_PARENS, DEEP_CASTS, DEEP_WHERE):
+        assert check_leakage(spec(sql), ctx) == []  # the completeness gate says why
+
+
+def test_a_deep_but_checkable_query_still_passes(ctx: GateContext) -> None:
+    sql = (
+        "SELECT run_id, "
+        + "abs(" * 20
+        + "hour(submit_time)"
+        + ")" * 20
+        + "::DOUBLE AS value FROM runs"
+    )
+    assert run_gates(spec(sql), ctx).accepted
