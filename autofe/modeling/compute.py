@@ -11,14 +11,14 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from autofe.errors import ModelError, SandboxViolation
 from autofe.featurespec import FeatureSpec
 from autofe.modeling.dataset import Value
-from autofe.sandbox.rewrite import DIALECT, restricted
+from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
+from autofe.sandbox.rewrite import restricted
 from autofe.sandbox.session import QueryError, Sandbox
 
 
@@ -54,12 +54,14 @@ def parse_query(spec: FeatureSpec) -> exp.Query:
     """The feature's single query.
 
     Raises:
-        ModelError: the SQL is not one query.
+        ModelError: the SQL is not one query, or is nested too deeply to rewrite.
     """
     try:
-        statements = sqlglot.parse(spec.sql, read=DIALECT)
+        statements = parse_statements(spec.sql)
     except SqlglotError as exc:
         raise ModelError(f"feature {spec.name}: SQL does not parse ({exc})") from exc
+    except NestedTooDeeply as exc:
+        raise ModelError(f"feature {spec.name}: SQL does not parse ({exc.reason})") from exc
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         raise ModelError(f"feature {spec.name}: SQL must be exactly one SELECT query")
     return statements[0]
