@@ -65,7 +65,9 @@ def _profile_python(text: str, facts: _Facts) -> None:
     except SyntaxError as err:
         where = f"line {err.lineno}, col {err.offset}"
         raise ConfigError(f"Python could not be parsed: {where}: {err.msg}") from err
-    except (ValueError, RecursionError, MemoryError) as err:
+    except (RecursionError, MemoryError) as err:  # CPython's parser runs out of stack or levels
+        raise ConfigError("Python could not be parsed: code nested too deeply to parse") from err
+    except ValueError as err:
         raise ConfigError(f"Python could not be parsed: {err}") from err
     ctx = _Py(facts, {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)})
     _read_imports(tree, ctx)
