@@ -344,6 +344,8 @@ def _print_verdict(path: Path, verdict: dict[str, Any]) -> None:
     out.print(f"[red]rejected[/] {path}", highlight=False)
     for r in verdict["reasons"]:
         out.print(f"  {r['gate']}/{r['code']}: {r['message']}", highlight=False, markup=False)
+    for gate, why in verdict.get("skipped", {}).items():
+        out.print(f"  {gate}: {why}", highlight=False, markup=False)
 
 
 @features_app.command("materialize")

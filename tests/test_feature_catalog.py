@@ -117,3 +117,15 @@ def test_features_check_without_a_warehouse_is_a_user_error(tmp_path: Path) -> N
     result = runner.invoke(app, ["features", "check", str(path), "--db", str(tmp_path / "no.db")])
     assert result.exit_code == EXIT_USER_ERROR
     assert "does not exist" in result.stderr
+
+
+def test_features_check_says_which_gate_was_not_run_and_why(
+    gates_warehouse: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "deep.sql"
+    path.write_text("SELECT run_id, " + "(" * 5000 + "1" + ")" * 5000 + " AS value FROM runs")
+    result = runner.invoke(app, ["features", "check", str(path), "--db", str(gates_warehouse)])
+    assert result.exit_code == 1
+    text = " ".join(result.stdout.split())
+    assert "completeness/parse_error: statement nested too deeply to check" in text
+    assert "leakage: not run: the completeness gate could not read the SQL" in text
