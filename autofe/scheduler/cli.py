@@ -64,12 +64,22 @@ def planning_time(text: str | None) -> float:
     >>> planning_time("0"), planning_time("1970-01-01T01:00:00Z")
     (0.0, 3600.0)
     """
+    from autofe.scheduler.jobfile import FIRST_TIME, LAST_TIME
+
     if text is None:
         return time.time()
     try:
-        return float(text)
+        at = float(text)
     except ValueError:
-        pass
+        at = _rfc3339(text)
+    if not FIRST_TIME <= at <= LAST_TIME:  # NaN too: a plan's times would be no dates
+        raise ConfigError(
+            f"--now {text!r}: not a time between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z"
+        )
+    return at
+
+
+def _rfc3339(text: str) -> float:
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

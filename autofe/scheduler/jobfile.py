@@ -13,6 +13,11 @@ read, and every error names the job and the field, so an orchestrator can fix on
                                           "high99_s": 1700}}}]}
 
 Times are seconds on one clock (numbers) or RFC 3339 strings (converted to Unix seconds).
+
+Every number has a bound (issue #27: a ``p50_s`` of 1e308 overflowed the planner's Monte Carlo
+and came back as a cost of ``null``): durations, checkpoint intervals, budget periods and how
+far a deadline lies ahead are at most :data:`MAX_SECONDS` (10 years), node counts at most
+:data:`MAX_NODES`, budgets at most :data:`MAX_USD`, times within what RFC 3339 can write.
 """
 
 from __future__ import annotations
@@ -31,6 +36,35 @@ from autofe.scheduler.catalog import Catalog
 from autofe.scheduler.jobs import TIERS, Checkpointing, Estimate, JobRequest, Shape
 
 FORMAT = "autofe-jobs/1"
+
+MAX_SECONDS = 315_360_000.0
+"""Ten years of 365 days: the longest duration estimate, checkpoint interval or write, budget
+period, and the farthest a deadline may lie after its submit time (or now). Longer is a unit
+mistake or junk; within it every plan's cost is a finite number
+(``tests/scheduler/test_bounds.py``)."""
+MIN_DURATION_S = 0.001
+"""The shortest duration estimate (``p50_s``, ``low_s``, ``high_s``, ``high99_s``, ``true_s``):
+below a millisecond is a unit mistake, and a median near zero under a 99 % bound of years
+gives the log-normal tail a log-spread in the hundreds (1 ms: at most 39; see
+:data:`autofe.scheduler.duration.LONGEST_SAMPLE_S`)."""
+MIN_CHECKPOINT_S = 1.0
+"""The shortest checkpoint interval: the planner divides work by it, the simulator steps
+through every checkpoint."""
+MIN_PERIOD_S = 3600.0
+"""The shortest budget period (an hour): the simulator splits spend per period, so a run of
+10 years over hourly periods is 87,600 pieces, over periods of a microsecond forever."""
+MAX_CHECKPOINTS = 100_000
+"""The most checkpoints one run of a trace may write (``true_s / interval_s``): the simulator
+steps through each (10**5 take about a second)."""
+MAX_NODES = 100_000
+"""The most nodes a shape may have ("TYPE xN")."""
+MAX_USD = 1e9
+"""The largest budget, in USD per period."""
+FIRST_TIME = -62_135_596_800.0
+"""0001-01-01T00:00:00Z in Unix seconds: the first time RFC 3339 can write."""
+LAST_TIME = 253_402_300_799.0
+"""9999-12-31T23:59:59Z in Unix seconds: the last time RFC 3339 can write (a submit time or
+deadline after it could not be shown in a message or a plan)."""
 
 
 @dataclass(frozen=True)
@@ -62,11 +96,27 @@ def read_jobs(path: Path, catalog: Catalog | None = None, now: float | None = No
     Raises:
         ScheduleError: the file is unreadable, or a job or budget is invalid (named).
     """
+    return parse_jobs(load_document(path), catalog, now, where=str(path))
+
+
+def load_document(path: Path) -> object:
+    """A jobs file's JSON, not yet validated.
+
+    Python's ``json`` raises ``ValueError`` (not a ``JSONDecodeError``) on an integer of more
+    than 4300 digits and ``RecursionError`` on deep nesting; both are a bad file, not a bug.
+
+    Raises:
+        ScheduleError: the file cannot be read as JSON.
+    """
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc: object = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ScheduleError(
+            f"jobs file {path}: cannot be read as JSON (nested too deeply)"
+        ) from None
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError included
         raise ScheduleError(f"jobs file {path}: cannot be read as JSON ({exc})") from None
-    return parse_jobs(doc, catalog, now, where=str(path))
+    return doc
 
 
 def parse_jobs(
@@ -157,7 +207,7 @@ def _job(item: object, index: int) -> JobRequest:
     deps = item.get("depends_on") or []
     if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
         raise ScheduleError("'depends_on' must be a list of job ids", job_id)
-    return JobRequest(
+    job = JobRequest(
         job_id=job_id,
         submit=_time(item.get("submit", 0.0), "submit", job_id),
         shapes=_shapes(item.get("shapes"), job_id),
@@ -170,6 +220,34 @@ def _job(item: object, index: int) -> JobRequest:
         checkpoint=_checkpoint(item.get("checkpoint"), job_id),
         labels=_labels(item.get("labels"), job_id),
     )
+    _check_checkpoints(job)
+    return job
+
+
+def _check_checkpoints(job: JobRequest) -> None:
+    """A run of a trace (``true_s`` known) writes at most :data:`MAX_CHECKPOINTS` checkpoints,
+    taking at most :data:`MAX_SECONDS` in all: a simulation steps through each, and through
+    the run's whole time (the planner counts them at once, so live requests are not limited)."""
+    if job.checkpoint is None:
+        return
+    interval, write = job.checkpoint.interval_s, job.checkpoint.write_s
+    for key, est in job.shapes.items():
+        if est.true_s is None:
+            continue
+        count = math.floor(est.true_s / interval)
+        run = f"in shape {key!r} (true_s {est.true_s} s)"
+        if count > MAX_CHECKPOINTS:
+            raise ScheduleError(
+                f"checkpoint interval_s: {interval} s makes {count} checkpoints {run}, "
+                f"more than {MAX_CHECKPOINTS}",
+                job.job_id,
+            )
+        if count * write > MAX_SECONDS:
+            raise ScheduleError(
+                f"checkpoint write_s: {count} writes of {write} s {run} take more than "
+                f"10 years ({MAX_SECONDS:.0f} s)",
+                job.job_id,
+            )
 
 
 def _labels(raw: object, job_id: str) -> dict[str, str]:
@@ -185,21 +263,48 @@ def _shapes(raw: object, job_id: str) -> dict[str, Estimate]:
         raise ScheduleError("'shapes' must map at least one 'TYPE xN' to an estimate", job_id)
     shapes: dict[str, Estimate] = {}
     for key, est in raw.items():
-        shape = Shape.parse(key)
-        if shape.nodes < 1:
-            raise ScheduleError(f"shape {key!r}: needs at least one node", job_id)
+        shape = _shape(key, job_id)
         if shape.key in shapes:
             raise ScheduleError(f"shape {shape.key!r} appears twice", job_id)
         shapes[shape.key] = _estimate(est, f"shape {key!r}", job_id)
     return shapes
 
 
+def _shape(key: str, job_id: str) -> Shape:
+    """The shape a key names, with 1 to :data:`MAX_NODES` nodes.
+
+    The digits are counted before they are read: Python refuses to read an integer of more
+    than 4300 digits, and a count that long is junk anyway.
+    """
+    name, _, count = key.rpartition(" x")
+    too_long = len(count.lstrip("0")) > len(str(MAX_NODES))
+    if name and count.isascii() and count.isdigit() and too_long:
+        raise ScheduleError(f"shape {_shown(key)}: more than {MAX_NODES} nodes", job_id)
+    shape = Shape.parse(key)
+    if shape.nodes < 1:
+        raise ScheduleError(f"shape {key!r}: needs at least one node", job_id)
+    if shape.nodes > MAX_NODES:
+        raise ScheduleError(f"shape {key!r}: {shape.nodes} nodes is more than {MAX_NODES}", job_id)
+    return shape
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` quoted for a message, its middle cut when it is long.
+
+    >>> _shown("m4.xlarge x" + "9" * 100, 20)
+    "'m4.xlarge x99…999999'"
+    """
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[: 2 * limit // 3] + "…" + text[len(text) - limit // 3 :])
+
+
 def _estimate(raw: object, what: str, job_id: str) -> Estimate:
     if not isinstance(raw, dict):
         raise ScheduleError(f"{what}: expected an object with p50_s, low_s, high_s", job_id)
-    p50 = _seconds(raw.get("p50_s"), f"{what} p50_s", job_id)
-    low = _seconds(raw.get("low_s", p50), f"{what} low_s", job_id)
-    high = _seconds(raw.get("high_s", p50), f"{what} high_s", job_id)
+    p50 = _duration(raw.get("p50_s"), f"{what} p50_s", job_id)
+    low = _duration(raw.get("low_s", p50), f"{what} low_s", job_id)
+    high = _duration(raw.get("high_s", p50), f"{what} high_s", job_id)
     if not low <= p50 <= high:
         raise ScheduleError(
             f"{what}: needs low_s <= p50_s <= high_s, got {low}, {p50}, {high}", job_id
@@ -209,7 +314,7 @@ def _estimate(raw: object, what: str, job_id: str) -> Estimate:
         p50,
         low,
         high,
-        None if true is None else _seconds(true, f"{what} true_s", job_id),
+        None if true is None else _duration(true, f"{what} true_s", job_id),
         _tail(raw.get("high99_s"), high, what, job_id),
     )
 
@@ -218,7 +323,7 @@ def _tail(raw: object, high: float, what: str, job_id: str) -> float | None:
     """The optional calibrated 99 % bound: absent, or at least the 90 % interval's high."""
     if raw is None:
         return None
-    tail = _seconds(raw, f"{what} high99_s", job_id)
+    tail = _duration(raw, f"{what} high99_s", job_id)
     if tail < high:
         raise ScheduleError(f"{what}: needs high99_s >= high_s, got {tail} < {high}", job_id)
     return tail
@@ -230,7 +335,9 @@ def _checkpoint(raw: object, job_id: str) -> Checkpointing | None:
     if not isinstance(raw, dict):
         raise ScheduleError("'checkpoint' must be an object with interval_s", job_id)
     return Checkpointing(
-        interval_s=_seconds(raw.get("interval_s"), "checkpoint interval_s", job_id),
+        interval_s=_seconds(
+            raw.get("interval_s"), "checkpoint interval_s", job_id, least=MIN_CHECKPOINT_S
+        ),
         write_s=_seconds(raw.get("write_s", 0.0), "checkpoint write_s", job_id, zero=True),
         restore_s=_seconds(raw.get("restore_s", 0.0), "checkpoint restore_s", job_id, zero=True),
     )
@@ -244,9 +351,12 @@ def _budget(raw: object) -> Budget:
     usd = _number(raw.get("usd"), f"budget {name!r} usd", None)
     if usd < 0:
         raise ScheduleError(f"budget {name!r}: negative budget {usd} USD")
+    if usd > MAX_USD:
+        raise ScheduleError(f"budget {name!r} usd: {usd} USD is more than {MAX_USD:.0f} USD")
     period = _number(raw.get("period_s", 86400.0), f"budget {name!r} period_s", None)
     if period <= 0:
         raise ScheduleError(f"budget {name!r}: period_s must be positive, got {period}")
+    _bounded(period, f"budget {name!r} period_s", None, MIN_PERIOD_S)
     return Budget(name, usd, period)
 
 
@@ -270,6 +380,16 @@ def _check_deadline(job: JobRequest, now: float | None) -> None:
         raise ScheduleError(
             f"deadline {when(job.deadline)} is in the past (now {when(now, 0)})", job.job_id
         )
+    since = f"its submit time {when(job.submit)}"
+    if now is not None and now > job.submit:  # a live request planned from now
+        since = f"now ({when(now, 0)})"
+    start = job.submit if now is None else max(job.submit, now)
+    if job.deadline - start > MAX_SECONDS:
+        raise ScheduleError(
+            f"deadline {when(job.deadline)} is more than 10 years ({MAX_SECONDS:.0f} s) "
+            f"after {since}",
+            job.job_id,
+        )
 
 
 def when(t: float, digits: int = 1) -> str:
@@ -281,7 +401,7 @@ def when(t: float, digits: int = 1) -> str:
     >>> when(1796088600.0), when(500.0), when(1000.0, 0)
     ('2026-12-01T01:30:00Z', '500.0', '1000')
     """
-    if t >= 1e9:
+    if 1e9 <= t <= LAST_TIME:
         return (
             datetime.fromtimestamp(t, UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
         )
@@ -289,6 +409,8 @@ def when(t: float, digits: int = 1) -> str:
 
 
 def _time(raw: object, what: str, job_id: str) -> float:
+    """Unix seconds (or trace seconds) from a number or an RFC 3339 string with an offset,
+    between :data:`FIRST_TIME` and :data:`LAST_TIME`."""
     if isinstance(raw, str):
         try:
             when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
@@ -296,20 +418,69 @@ def _time(raw: object, what: str, job_id: str) -> float:
             raise ScheduleError(f"{what} {raw!r} is not an RFC 3339 time", job_id) from None
         if when.tzinfo is None:  # else the machine's time zone would move the deadline
             raise ScheduleError(f"{what} {raw!r} has no UTC offset (add Z or +HH:MM)", job_id)
-        return when.timestamp()
-    return _number(raw, what, job_id)
+        value = when.timestamp()
+    else:
+        value = _number(raw, what, job_id)
+    if not FIRST_TIME <= value <= LAST_TIME:
+        shown = repr(raw) if isinstance(raw, str) else f"{value} s"
+        raise ScheduleError(
+            f"{what} {shown} is not between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z "
+            f"({FIRST_TIME:.0f} to {LAST_TIME:.0f} s)",
+            job_id,
+        )
+    return value
 
 
-def _seconds(raw: object, what: str, job_id: str, zero: bool = False) -> float:
+def _duration(raw: object, what: str, job_id: str) -> float:
+    """A duration estimate: :data:`MIN_DURATION_S` to :data:`MAX_SECONDS`."""
+    return _seconds(raw, what, job_id, least=MIN_DURATION_S)
+
+
+def _seconds(raw: object, what: str, job_id: str, zero: bool = False, least: float = 0.0) -> float:
+    """Seconds: positive (``zero``: non-negative), at least ``least``, at most 10 years."""
     value = _number(raw, what, job_id)
     if value < 0 or (value == 0 and not zero):
         raise ScheduleError(
             f"{what} must be {'non-negative' if zero else 'positive'}, got {value}", job_id
         )
+    return _bounded(value, what, job_id, least)
+
+
+def _bounded(value: float, what: str, job_id: str | None, least: float) -> float:
+    """``value`` seconds if within ``least`` and :data:`MAX_SECONDS`, else a message saying so.
+
+    >>> _bounded(4e8, "p50_s", None, 0.001)
+    Traceback (most recent call last):
+    autofe.errors.ScheduleError: p50_s: 400000000.0 s is more than 10 years (315360000 s)
+    """
+    if value > MAX_SECONDS:
+        raise ScheduleError(
+            f"{what}: {value} s is more than 10 years ({MAX_SECONDS:.0f} s)", job_id
+        )
+    if value < least:
+        raise ScheduleError(f"{what}: {value} s is less than {_span(least)}", job_id)
     return value
 
 
+def _span(seconds: float) -> str:
+    """A lower bound as a message names it.
+
+    >>> _span(0.001), _span(1.0), _span(3600.0)
+    ('1 ms (0.001 s)', '1 s', '1 hour (3600 s)')
+    """
+    names = {0.001: "1 ms (0.001 s)", 3600.0: "1 hour (3600 s)"}
+    return names.get(seconds, f"{seconds:g} s")
+
+
 def _number(raw: object, what: str, job_id: str | None) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
         raise ScheduleError(f"{what} must be a finite number, got {raw!r}", job_id)
-    return float(raw)
+    try:
+        value = float(raw)
+    except OverflowError:  # an integer of 310 digits or more: no float holds it
+        raise ScheduleError(
+            f"{what} must be a finite number, got an integer too large for a float", job_id
+        ) from None
+    if not math.isfinite(value):
+        raise ScheduleError(f"{what} must be a finite number, got {raw!r}", job_id)
+    return value

@@ -37,13 +37,15 @@ class Shape:
 
     @classmethod
     def parse(cls, key: str) -> Shape:
-        """The inverse of :attr:`key`.
+        """The inverse of :attr:`key`; a count must be ASCII digits (``"x²"`` is not one, though
+        ``str.isdigit`` says so, and ``int`` cannot read it).
 
-        >>> Shape.parse("m4.xlarge x4")
-        Shape(instance_type='m4.xlarge', nodes=4)
+        >>> Shape.parse("m4.xlarge x4"), Shape.parse("m4.xlarge x²")
+        (Shape(instance_type='m4.xlarge', nodes=4), Shape(instance_type='m4.xlarge x²', nodes=1))
         """
         name, _, count = key.rpartition(" x")
-        return cls(name, int(count)) if name and count.isdigit() else cls(key, 1)
+        digits = name and count.isascii() and count.isdigit()
+        return cls(name, int(count)) if digits else cls(key, 1)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any, Literal, get_args
 from autofe.errors import ConfigError, ScheduleError
 from autofe.scheduler.catalog import Catalog
 from autofe.scheduler.export import ExportSettings, Format, export_jobs, read_task
-from autofe.scheduler.jobfile import Budget, JobSet, parse_jobs
+from autofe.scheduler.jobfile import Budget, JobSet, load_document, parse_jobs
 from autofe.scheduler.jobs import JobRequest, Placement, Plan, Shape
 from autofe.scheduler.plan import PlanSettings, plan_jobs
 
@@ -549,11 +549,7 @@ def read_document(path: Path) -> object:
     Raises:
         ScheduleError: the file cannot be read as JSON.
     """
-    try:
-        doc: object = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ScheduleError(f"jobs file {path}: cannot be read as JSON ({exc})") from None
-    return doc
+    return load_document(path)
 
 
 def export_stored(
