@@ -35,6 +35,18 @@ COLUMNS = (
     "source",
 )
 
+MAXIMUM: Mapping[str, float] = {
+    "vcpus": 100_000,
+    "memory_gib": 1e6,
+    "gpu_count": 1_000,
+    "on_demand_usd_h": 1e6,
+    "spot_usd_h": 1e6,
+    "interruptions_per_h": 3600.0,
+}
+"""The largest value of each number column (prices in USD per node-hour, one interruption a
+second): far above any instance sold, and low enough that a plan's cost of 10 years on 100,000
+nodes is a finite number (issue #27)."""
+
 
 @dataclass(frozen=True)
 class Offer:
@@ -232,7 +244,8 @@ class _Cells:
         return value
 
     def number(self, column: str, minimum: float, strict: bool) -> float:
-        """A finite number at least (``strict``: above) ``minimum``."""
+        """A finite number at least (``strict``: above) ``minimum``, at most the column's
+        :data:`MAXIMUM`."""
         value = self.text(column, required=True)
         try:
             number = float(value)
@@ -242,6 +255,10 @@ class _Cells:
         if low:
             bound = "above" if strict else "at least"
             raise ConfigError(f"{self.at}: column {column}: {value!r} must be {bound} {minimum:g}")
+        if number > MAXIMUM[column]:
+            raise ConfigError(
+                f"{self.at}: column {column}: {value!r} is more than {MAXIMUM[column]:g}"
+            )
         return number
 
     def whole(self, column: str, minimum: int) -> int:

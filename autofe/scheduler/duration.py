@@ -26,6 +26,11 @@ FloatArray = npt.NDArray[np.float64]
 _STANDARD = NormalDist()
 Z95 = _STANDARD.inv_cdf(0.95)
 Z99 = _STANDARD.inv_cdf(0.99)
+LONGEST_SAMPLE_S = 1e12
+"""No sampled duration is longer (about 31,700 years). Within a job file's bounds (estimates of
+1 ms to 10 years, :mod:`autofe.scheduler.jobfile`) a median of 1 ms under a 99 % bound of 10
+years gives the tail a log-spread near 39, so a draw far out in it could reach any float
+(issue #27); clipping there keeps every cost finite and moves no plan a real job could have."""
 
 
 def tail_sigma(estimate: Estimate) -> float:
@@ -91,14 +96,21 @@ def durations_from_normals(estimate: Estimate, z: FloatArray) -> FloatArray:
     Sharing the draws (common random numbers) makes shapes comparable sample by sample, so a
     choice between two shapes reflects their estimates, not sampling noise.
 
+    Each duration is at most :data:`LONGEST_SAMPLE_S` (for a median of at least 1 ns).
+
     >>> durations_from_normals(Estimate(600.0, 400.0, 900.0), np.zeros(2)).tolist()
     [600.0, 600.0]
+    >>> durations_from_normals(Estimate(1e-3, 1e-3, 1e-3, high99_s=3e8), np.array([40.0]))
+    array([1.e+12])
     """
     sigma = estimate.log_sigma
     if estimate.high99_s is None:
-        return estimate.p50_s * np.exp(sigma * z)
-    tail = sigma * Z95 + tail_sigma(estimate) * (z - Z95)
-    return estimate.p50_s * np.exp(np.where(z <= Z95, sigma * z, tail))
+        exponent = sigma * z
+    else:
+        tail = sigma * Z95 + tail_sigma(estimate) * (z - Z95)
+        exponent = np.where(z <= Z95, sigma * z, tail)
+    longest = math.log(LONGEST_SAMPLE_S) - math.log(estimate.p50_s)
+    return estimate.p50_s * np.exp(np.minimum(exponent, longest))
 
 
 def sample_durations(estimate: Estimate, n: int, seed: int) -> FloatArray:

@@ -25,7 +25,7 @@ import numpy as np
 from autofe.errors import ConfigError
 from autofe.scheduler.catalog import Catalog, Offer
 from autofe.scheduler.duration import FloatArray, durations_from_normals
-from autofe.scheduler.jobfile import JobSet, check_dependencies
+from autofe.scheduler.jobfile import MAX_SECONDS, JobSet, check_dependencies
 from autofe.scheduler.jobs import (
     MARKETS,
     Checkpointing,
@@ -38,6 +38,10 @@ from autofe.scheduler.jobs import (
 )
 
 DEFAULT_TARGETS: Mapping[str, float] = {"P0": 0.99, "P1": 0.95, "P2": 0.90, "P3": 0.80}
+MAX_SAMPLES = 1_000_000
+"""The most Monte Carlo samples per job (a few arrays of that many floats per candidate)."""
+MAX_PREEMPTION_MULTIPLIER = 1e6
+"""The largest scale of interruption rates (tests and studies go to 19,000)."""
 
 
 @dataclass(frozen=True)
@@ -65,14 +69,25 @@ class PlanSettings:
     high_quantile: float = 0.95
 
     def __post_init__(self) -> None:
-        if self.samples < 1:
-            raise ConfigError(f"plan settings: samples must be at least 1, got {self.samples}")
+        if not 1 <= self.samples <= MAX_SAMPLES:
+            raise ConfigError(
+                f"plan settings: samples must be 1 to {MAX_SAMPLES}, got {self.samples}"
+            )
         if self.fallback_after < 1:
             raise ConfigError(
                 f"plan settings: fallback_after must be at least 1, got {self.fallback_after}"
             )
-        if self.preemption_multiplier < 0 or self.startup_s < 0:
-            raise ConfigError("plan settings: preemption_multiplier and startup_s must be >= 0")
+        if not 0 <= self.preemption_multiplier <= MAX_PREEMPTION_MULTIPLIER:
+            raise ConfigError(
+                f"plan settings: preemption_multiplier must be 0 to {MAX_PREEMPTION_MULTIPLIER:g}, "
+                f"got {self.preemption_multiplier}"
+            )
+        startups = [self.startup_s, *self.startup_by_cloud.values()]
+        if not all(0 <= s <= MAX_SECONDS for s in startups):
+            raise ConfigError(
+                f"plan settings: startup_s must be 0 to {MAX_SECONDS:.0f} s (10 years), "
+                f"got {', '.join(map(str, startups))}"
+            )
 
     def startup(self, cloud: str) -> float:
         """Start-up seconds in ``cloud``.
@@ -288,7 +303,8 @@ def simulate_spot(
     restore = 0.0
     for gap in gaps:
         needed = restore + wall_time(remaining, checkpoint)
-        until = gap / rate_per_s if rate_per_s > 0 else np.full_like(work, np.inf)
+        with np.errstate(over="ignore"):  # a rate so low the next preemption is past any float
+            until = gap / rate_per_s if rate_per_s > 0 else np.full_like(work, np.inf)
         preempted = active & (until < needed)
         elapsed += np.where(active, startup_s + np.minimum(until, needed), 0.0)
         saved = saved_work(np.maximum(until - restore, 0.0), checkpoint)

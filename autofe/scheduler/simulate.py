@@ -57,9 +57,9 @@ from autofe.scheduler.fleet import (
     room_from_idle,
     worth_keeping,
 )
-from autofe.scheduler.jobfile import JobSet, check_dependencies
+from autofe.scheduler.jobfile import MAX_SECONDS, JobSet, check_dependencies
 from autofe.scheduler.jobs import TIERS, Estimate, JobRequest, Placement, Shape
-from autofe.scheduler.plan import Candidate, PlanSettings, candidates
+from autofe.scheduler.plan import MAX_PREEMPTION_MULTIPLIER, Candidate, PlanSettings, candidates
 from autofe.scheduler.policies import (
     POLICIES,
     ChoiceContext,
@@ -93,6 +93,9 @@ Claims = dict[str, list[float]]
 """Per budget and priority (index 0 for P0), the expected USD of the jobs held for it in this
 dispatch round."""
 EPS = 1e-9
+MAX_NOISE_SIGMA = 10.0
+"""The noisy oracle's largest log error: at 10 one standard deviation is already a factor of
+22,000, and a far larger one would let ``math.exp`` of a draw overflow (an exception)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,18 @@ class SimulationSettings:
         if self.startup_s < 0 or self.preemption_multiplier < 0 or self.noise_sigma < 0:
             raise ConfigError(
                 "simulation: startup_s, preemption_multiplier and noise_sigma must be >= 0"
+            )
+        too_big = (
+            self.startup_s > MAX_SECONDS
+            or self.preemption_multiplier > MAX_PREEMPTION_MULTIPLIER
+            or self.noise_sigma > MAX_NOISE_SIGMA
+        )
+        if too_big:
+            raise ConfigError(
+                f"simulation: startup_s must be at most {MAX_SECONDS:.0f} s (10 years), "
+                f"preemption_multiplier at most {MAX_PREEMPTION_MULTIPLIER:g}, noise_sigma at "
+                f"most {MAX_NOISE_SIGMA:g}; got {self.startup_s}, {self.preemption_multiplier}, "
+                f"{self.noise_sigma}"
             )
         if self.view not in ("model", "noisy-oracle") or self.budget_mode not in ("hard", "off"):
             raise ConfigError(
