@@ -16,9 +16,9 @@ import duckdb
 from autofe.errors import IngestError, WarehouseError
 from autofe.pipelines.parser_pool import parser_pool
 from autofe.schema import IngestIssue, IngestReport
+from autofe.special_file import special_file
 from autofe.tools.event_log import ParsedApplication, parse_or_issue
 from autofe.tools.event_log_files import NOT_LOGS, LogSource, find_event_logs
-from autofe.special_file import special_file
 from autofe.warehouse.ledger import (
     already_ingested,
     hash_bytes,

@@ -13,8 +13,8 @@ import duckdb
 from autofe.config import IngestSettings
 from autofe.pipelines.parser_pool import parser_pool
 from autofe.schema import IngestIssue, IngestReport
-from autofe.tools.event_log import ParsedApplication
 from autofe.special_file import special_file
+from autofe.tools.event_log import ParsedApplication
 from autofe.warehouse.connect import open_warehouse
 from autofe.warehouse.node_types import fill_hardware_facts
 from autofe.warehouse.write import transaction

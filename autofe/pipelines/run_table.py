@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from autofe.errors import ConfigError, IngestError, WarehouseError
 from autofe.schema import Availability, IngestIssue, IngestReport
-from autofe.tools.event_fields import shown
 from autofe.special_file import special_file
+from autofe.tools.event_fields import shown
 from autofe.warehouse.ledger import (
     already_ingested,
     hash_bytes,

@@ -34,8 +34,8 @@ import duckdb
 from autofe.errors import IngestError, WarehouseError
 from autofe.pipelines.conform import UnstorableKey, conform_row
 from autofe.schema import Availability, IngestIssue, IngestReport
-from autofe.tools.event_fields import MAX_EPOCH_MS, shown
 from autofe.special_file import special_file
+from autofe.tools.event_fields import MAX_EPOCH_MS, shown
 from autofe.warehouse.ledger import (
     hash_bytes,
     ingested_among,
