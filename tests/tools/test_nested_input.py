@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp.client import Client
-from mcp_types import CallToolResult
+from mcp_calls import call as _call
+from mcp_calls import text as _text
 
 from autofe.errors import ConfigError
 from autofe.tools.profile_script import profile_script
-from autofe.tools.server import ServerConfig, build_server
+from autofe.tools.server import ServerConfig
 
 DEEP_SQL = "SELECT run_id, " + "(" * 5000 + "1" + ")" * 5000 + " AS value FROM runs"
 DEEP_CASTS = "SELECT run_id, 1" + "::DOUBLE" * 3000 + " AS value FROM runs"
@@ -30,15 +30,6 @@ def anyio_backend() -> str:
 @pytest.fixture
 def config(gates_warehouse: Path, eventlogs: Path, tmp_path: Path) -> ServerConfig:
     return ServerConfig(db=gates_warehouse, roots=(eventlogs,), store=tmp_path / "store.duckdb")
-
-
-async def _call(config: ServerConfig, tool: str, args: dict[str, Any]) -> CallToolResult:
-    async with Client(build_server(config)) as client:
-        return await client.call_tool(tool, args)
-
-
-def _text(result: CallToolResult) -> str:
-    return " ".join(getattr(block, "text", "") for block in result.content)
 
 
 @pytest.mark.anyio

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp_calls import call as _call
+from mcp_calls import text as _text
 from mcp_types import CallToolResult
 
 from autofe.tools.server import ServerConfig, build_server
@@ -36,14 +38,9 @@ def config(gates_warehouse: Path, eventlogs: Path, tmp_path: Path) -> ServerConf
     return ServerConfig(db=gates_warehouse, roots=(eventlogs,), store=tmp_path / "store.duckdb")
 
 
-async def _call(config: ServerConfig, tool: str, args: dict[str, Any]) -> CallToolResult:
-    async with Client(build_server(config)) as client:
-        return await client.call_tool(tool, args)
-
-
 def _error_text(result: CallToolResult) -> str:
     assert result.is_error
-    return " ".join(getattr(block, "text", "") for block in result.content)
+    return _text(result)
 
 
 @pytest.mark.anyio

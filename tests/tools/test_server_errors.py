@@ -16,6 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.client import Client
+from mcp_calls import call as _call
+from mcp_calls import text as _text
 from mcp_types import CallToolResult
 from pydantic import ValidationError
 
@@ -35,15 +37,6 @@ def anyio_backend() -> str:
 @pytest.fixture
 def config(gates_warehouse: Path, eventlogs: Path, tmp_path: Path) -> ServerConfig:
     return ServerConfig(db=gates_warehouse, roots=(eventlogs,), store=tmp_path / "store.duckdb")
-
-
-async def _call(config: ServerConfig, tool: str, args: dict[str, Any]) -> CallToolResult:
-    async with Client(build_server(config)) as client:
-        return await client.call_tool(tool, args)
-
-
-def _text(result: CallToolResult) -> str:
-    return " ".join(getattr(block, "text", "") for block in result.content)
 
 
 def _error(result: CallToolResult) -> str:
