@@ -55,6 +55,17 @@ def call(module: str, name: str, *args: object) -> bytes:
     return b"\x80\x04c" + f"{module}\n{name}\n".encode() + body + b"R."
 
 
+PAYLOADS = (
+    "os.system",
+    "exec",
+    "a dotted name in an allowed module",
+    "a forbidden name of an allowed module",
+    "an object array holding a payload",
+    "a joblib file with an object array holding a payload",
+)
+"""The kinds :func:`payloads` plants, in order."""
+
+
 def payloads(sentinel: Path, scratch: Path) -> dict[str, tuple[bytes, str]]:
     """Pickles creating ``sentinel`` when loaded, each with the refusal the allow-list gives.
 

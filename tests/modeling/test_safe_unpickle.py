@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from planted_models import call, payloads
+from planted_models import PAYLOADS, call, payloads
 
 from autofe.errors import ModelError
 from autofe.modeling.artifact import MODEL_FILE
@@ -37,17 +37,7 @@ def test_a_real_model_references_only_the_allow_list_and_needs_every_class(
     assert names >= CLASSES
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "os.system",
-        "exec",
-        "a dotted name in an allowed module",
-        "a forbidden name of an allowed module",
-        "an object array holding a payload",
-        "a joblib file with an object array holding a payload",
-    ],
-)
+@pytest.mark.parametrize("kind", PAYLOADS)
 def test_a_payload_is_refused_by_name_and_never_runs(tmp_path: Path, kind: str) -> None:
     sentinel = tmp_path / "SENTINEL"
     data, refusal = payloads(sentinel, tmp_path)[kind]

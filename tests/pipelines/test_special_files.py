@@ -8,15 +8,12 @@ of released readers shows that nothing opened them.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from fifos import released
 from typer.testing import CliRunner
 
 from autofe.cli import app
@@ -31,34 +28,6 @@ FIFO_REASON = "is a named pipe (FIFO), not a regular file: refused without openi
 GOOD = ("dr-elephant/event_log_1", "sparklint/spark_event_log_example")
 MINI = Path(__file__).resolve().parents[2] / "examples" / "workspaces" / "mini"
 MAPPINGS = Path(__file__).resolve().parents[2] / "examples" / "mappings"
-
-
-@contextmanager
-def released(*fifos: Path) -> Iterator[list[Path]]:
-    """Give every reader that opens one of ``fifos`` end of file; yields the FIFOs so opened."""
-    for fifo in fifos:
-        os.mkfifo(fifo)
-    opened: list[Path] = []
-    done = threading.Event()
-
-    def release() -> None:
-        while not done.is_set():
-            for fifo in fifos:
-                try:  # succeeds only while a reader has it open
-                    fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-                except OSError:
-                    continue
-                os.close(fd)
-                opened.append(fifo)
-            done.wait(0.02)
-
-    thread = threading.Thread(target=release, daemon=True)
-    thread.start()
-    try:
-        yield opened
-    finally:
-        done.set()
-        thread.join()
 
 
 def _skipped(report: IngestReport) -> dict[str, str]:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
 import pytest
 import zstandard
+from fifos import released
 
 from autofe.errors import IngestError, PathNotAllowed
 from autofe.tools.codecs import iter_decompressed
@@ -352,36 +349,11 @@ def test_a_finished_log_supersedes_its_inprogress_twin(tmp_path: Path, eventlogs
     assert found == [(tmp_path / log.name,), (tmp_path / "other.inprogress",)]
 
 
-@contextmanager
-def _released(fifo: Path) -> Iterator[list[int]]:
-    """Give a reader of ``fifo`` end of file at once (old code opened it and would hang);
-    yields how many readers opened it."""
-    os.mkfifo(fifo)
-    opened: list[int] = []
-    done = threading.Event()
-
-    def release() -> None:
-        while not done.wait(0.02):
-            try:
-                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # only while a reader waits
-            except OSError:
-                continue
-            opened.append(1)
-
-    thread = threading.Thread(target=release, daemon=True)
-    thread.start()
-    try:
-        yield opened
-    finally:
-        done.set()
-        thread.join()
-
-
 def test_a_fifo_is_refused_without_being_opened(tmp_path: Path) -> None:
     fifo = tmp_path / "logs" / "app-pipe"
     fifo.parent.mkdir()
     reason = "is a named pipe (FIFO), not a regular file: refused without opening it"
-    with _released(fifo) as opened:
+    with released(fifo) as opened:
         with pytest.raises(IngestError, match=re.escape(f"{fifo}: {reason}")):
             parse_event_log(fifo)
         with pytest.raises(PathNotAllowed, match=re.escape(f"{fifo}: {reason}")):
