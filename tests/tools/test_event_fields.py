@@ -14,8 +14,21 @@ from typing import Any
 import orjson
 import pytest
 
-from autofe.tools.event_fields import EACH, EVENT_FIELDS, check_fields
-from autofe.tools.event_log import HANDLERS, ParsedApplication, iter_lines, short_event_name
+from autofe.tools.event_fields import (
+    EACH,
+    EVENT_FIELDS,
+    INT32_MAX,
+    MAX_EPOCH_MS,
+    METRIC_LIMIT,
+    check_fields,
+)
+from autofe.tools.event_log import (
+    HANDLERS,
+    ParsedApplication,
+    _add_good_task_end,
+    iter_lines,
+    short_event_name,
+)
 from autofe.tools.event_log_files import find_event_logs
 
 SAMPLES_PER_EVENT = 40
@@ -91,3 +104,62 @@ def test_real_events_pass_the_check(samples: dict[str, list[dict[str, Any]]]) ->
         if (problem := check_fields(name, event))
     ]
     assert refused == []
+
+
+TASK_END = "SparkListenerTaskEnd"
+SUBSTITUTES: tuple[Any, ...] = (
+    None, True, False, 0, -1, 1, 0.0, 1.5, 1e300, "", "yesterday", "a\x00b", [], [1], {}, {"a": 1},
+    INT32_MAX, INT32_MAX + 1, MAX_EPOCH_MS, MAX_EPOCH_MS + 1, METRIC_LIMIT, METRIC_LIMIT + 1,
+    -METRIC_LIMIT, -METRIC_LIMIT - 1, 2**70,
+)  # fmt: skip
+"""Good and bad values of every kind a TaskEnd field has, at and beyond each bound."""
+ABSENT = object()
+
+
+def _substituted(event: dict[str, Any], path: Path_, value: Any) -> dict[str, Any]:
+    """A copy of the event with ``value`` at ``path`` (the field removed for ABSENT)."""
+    copy: dict[str, Any] = orjson.loads(orjson.dumps(event))
+    holder = copy
+    for step in path[:-1]:
+        inner = holder.get(step)
+        holder = holder.setdefault(step, {}) if inner is None else inner
+        if not isinstance(holder, dict):
+            return copy
+    if value is ABSENT:
+        holder.pop(path[-1], None)
+    else:
+        holder[path[-1]] = value
+    return copy
+
+
+def _folded(event: dict[str, Any], fast: bool) -> dict[Any, Any] | None:
+    """The stages a TaskEnd leaves, on the fast path or through the handler (None: refused)."""
+    app = ParsedApplication(path="x")
+    if fast:
+        if not _add_good_task_end(app, event):
+            return None
+    else:
+        HANDLERS[TASK_END](app, event)
+    return {key: (vars(stage.tasks)) for key, stage in app.stages.items()}
+
+
+def test_the_task_end_fast_path_agrees_with_the_table(
+    samples: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The fast path accepts only what check_fields accepts, and then folds what the handler
+    folds; it accepts every real TaskEnd. Every table field gets every substitute."""
+    events = samples[TASK_END][:4]
+    assert all(_folded(e, fast=True) == _folded(e, fast=False) for e in events)
+    accepted = refused = 0
+    for field in EVENT_FIELDS[TASK_END]:
+        for value in (*SUBSTITUTES, ABSENT):
+            for event in events:
+                edited = _substituted(event, field.path, value)
+                fast = _folded(edited, fast=True)
+                if fast is None:
+                    refused += 1
+                    continue
+                accepted += 1
+                assert check_fields(TASK_END, edited) is None, (field.dotted, value)
+                assert fast == _folded(edited, fast=False), (field.dotted, value)
+    assert accepted and refused
