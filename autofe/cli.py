@@ -170,7 +170,7 @@ def ingest(
     is written as Parquet under --out (docs/spark.md).
     """
     from autofe.errors import ConfigError
-    from autofe.pipelines.ingest import ingest as run_ingest
+    from autofe.ingest.ingest import ingest as run_ingest
 
     inputs = [workspace_path(p) for p in paths] if paths else [example_workspace()]
     if engine not in ("duckdb", "spark"):
@@ -323,8 +323,8 @@ def features_check(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the completeness and leakage gates on feature files (exit 1 if any is rejected)."""
-    from autofe.agents.gates import GateContext, run_gates
     from autofe.feature_catalog import read_feature_file
+    from autofe.gates import GateContext, run_gates
 
     ctx = GateContext.load(db)
     verdicts = [run_gates(read_feature_file(f), ctx) for f in files]

@@ -137,3 +137,16 @@ class ScheduleError(AutofeError):
         self.job_id = job_id
         self.reason = reason
         super().__init__(f"job {job_id!r}: {reason}" if job_id is not None else reason)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's message: DuckDB, sqlglot and the OS append hints, SQL
+    context and stack lines that a one-line refusal must not carry (the type name when empty).
+
+    >>> first_line(ValueError("Binder Error: no column x\\n\\nLINE 1: ..."))
+    'Binder Error: no column x'
+    >>> first_line(KeyError())
+    'KeyError'
+    """
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -41,11 +41,11 @@ from report import machine, percentile, write_section
 
 from autofe.config import IngestSettings, example_workspace
 from autofe.evals.manual import manual_features
+from autofe.ingest.ingest import ingest
 from autofe.modeling.predict import predict_run
 from autofe.modeling.registry import Registry
-from autofe.pipelines.api_models import PredictRequest
-from autofe.pipelines.ingest import ingest
 from autofe.pipelines.serve import Service, predict_given
+from autofe.pipelines.serve_models import PredictRequest
 from autofe.pipelines.train import train_model
 
 WARM_UP = 200

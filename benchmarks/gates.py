@@ -27,10 +27,10 @@ from autofe.config import REPO_DIR, external_data_dir
 from autofe.featurespec import FeatureSpec
 
 try:
-    from autofe.agents.gates import GateContext, Reason, Verdict, run_gates
-    from autofe.agents.gates.leakage import CHECKS
+    from autofe.gates import GateContext, Reason, Verdict, run_gates
+    from autofe.gates.leakage import CHECKS
 except ImportError as exc:  # the gates are built alongside this benchmark
-    raise SystemExit(f"benchmarks/gates.py needs autofe.agents.gates.run_gates: {exc}") from exc
+    raise SystemExit(f"benchmarks/gates.py needs autofe.gates.run_gates: {exc}") from exc
 
 FIXTURES = REPO_DIR / "tests" / "fixtures" / "leakage"
 HEADER = re.compile(r"^-- (expect|category|why|coverage): (.+)$", re.M)

@@ -21,9 +21,9 @@ from pathlib import Path
 from report import machine, write_section
 
 from autofe.config import IngestSettings, external_data_dir
-from autofe.pipelines.ingest import ingest
-from autofe.tools.codecs import iter_decompressed
-from autofe.tools.event_log_files import find_event_logs
+from autofe.ingest.eventlog.codecs import iter_decompressed
+from autofe.ingest.eventlog.files import find_event_logs
+from autofe.ingest.ingest import ingest
 
 
 @dataclass(frozen=True)

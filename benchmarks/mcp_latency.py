@@ -24,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters
 from report import machine, percentile, write_section
 
 from autofe.config import REPO_DIR, IngestSettings, example_workspace, external_data_dir
-from autofe.pipelines.ingest import ingest
+from autofe.ingest.ingest import ingest
 from autofe.tools.server import ServerConfig, build_server
 
 FEATURE = (REPO_DIR / "tests" / "fixtures" / "leakage" / "accept_history_run_count.sql").read_text()

@@ -25,10 +25,10 @@ from report import machine, percentile, write_section
 
 from autofe.config import IngestSettings, example_workspace
 from autofe.evals.manual import manual_features
+from autofe.ingest.ingest import ingest
 from autofe.modeling.artifact import load_model
 from autofe.modeling.pending import PendingRun
 from autofe.modeling.predict import predict_pending, predict_run, predict_values
-from autofe.pipelines.ingest import ingest
 from autofe.pipelines.train import train_model
 from autofe.warehouse.connect import schema_fingerprint
 

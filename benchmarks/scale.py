@@ -442,7 +442,7 @@ def export_tables(db: Path, out: Path) -> Path:
     """
     import duckdb
 
-    from autofe.pipelines.spark_tables import MANIFEST, duckdb_select, write_manifest
+    from autofe.warehouse.parquet_tables import MANIFEST, duckdb_select, write_manifest
     from autofe.warehouse.tables import TABLES
 
     if (out / MANIFEST).is_file():

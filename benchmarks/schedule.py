@@ -36,7 +36,7 @@ from report import machine, write_section
 
 from autofe.config import IngestSettings, example_workspace
 from autofe.evals.traces import MAPPINGS, SOURCES, Point, TraceSettings, build_trace, source_points
-from autofe.pipelines.ingest import ingest
+from autofe.ingest.ingest import ingest
 from autofe.scheduler.catalog import Catalog, load_catalog
 from autofe.scheduler.jobfile import JobSet
 from autofe.scheduler.report import SimulationResult, Summary

@@ -26,9 +26,9 @@ from report import machine, write_section
 from autofe.config import IngestSettings, example_workspace
 from autofe.feature_catalog import load_catalog
 from autofe.featurespec import FeatureSpec
+from autofe.ingest.ingest import ingest
 from autofe.modeling.compute import compute_values, plain
 from autofe.modeling.dataset import Value
-from autofe.pipelines.ingest import ingest
 from autofe.pipelines.spark import (
     SparkSettings,
     materialize_on_spark,

@@ -20,7 +20,7 @@ import argparse
 from pathlib import Path
 
 from autofe.config import REPO_DIR, IngestSettings, example_workspace, external_data_dir
-from autofe.pipelines.ingest import ingest
+from autofe.ingest.ingest import ingest
 from autofe.warehouse.connect import open_warehouse
 
 MAPPINGS = REPO_DIR / "examples" / "mappings"

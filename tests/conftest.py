@@ -11,8 +11,8 @@ import pytest
 
 from autofe.config import IngestSettings, external_data_dir
 from autofe.featurespec import FeatureSpec
+from autofe.ingest.ingest import ingest
 from autofe.modeling.dataset import FeatureValues
-from autofe.pipelines.ingest import ingest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,7 +37,7 @@ def eventlogs(external: Path) -> Path:
 @pytest.fixture(scope="session")
 def corpus_warehouse(tmp_path_factory: pytest.TempPathFactory, eventlogs: Path) -> Path:
     """The whole real event-log corpus ingested once; copy it before writing."""
-    from autofe.pipelines.event_logs import ingest_event_logs
+    from autofe.ingest.event_logs import ingest_event_logs
     from autofe.schema import IngestReport
     from autofe.warehouse.connect import open_warehouse
 
@@ -63,7 +63,7 @@ def gates_warehouse(tmp_path_factory: pytest.TempPathFactory, external: Path) ->
     read-only (the sandbox does) or copy it before writing.
     """
     from autofe.config import IngestSettings
-    from autofe.pipelines.ingest import ingest
+    from autofe.ingest.ingest import ingest
 
     db = tmp_path_factory.mktemp("gates") / "gates.duckdb"
     inputs = [
@@ -79,7 +79,7 @@ def gates_warehouse(tmp_path_factory: pytest.TempPathFactory, external: Path) ->
 def example_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped example workspace (``lab-small``) alone, ingested once; open it read-only."""
     from autofe.config import IngestSettings, example_workspace
-    from autofe.pipelines.ingest import ingest
+    from autofe.ingest.ingest import ingest
 
     db = tmp_path_factory.mktemp("example") / "example.duckdb"
     ingest([example_workspace()], IngestSettings(db=db, workers=1))

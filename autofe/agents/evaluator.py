@@ -16,30 +16,28 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 from numpy.typing import NDArray
 
-from autofe.agents.gates.completeness import applicable_coverage
 from autofe.agents.state import Candidate, Dropped, Kept, Materialized
-from autofe.errors import ConfigError, WarehouseError
+from autofe.errors import ConfigError
 from autofe.modeling.dataset import LABELLED_SQL, Labelled, Value, as_labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, cross_validate
 from autofe.modeling.metrics import Metrics
+from autofe.modeling.psi import psi
+from autofe.modeling.quality import quality_issue
 from autofe.modeling.train import RuntimeModel, fit
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
+from autofe.warehouse.feature_store import read_store_values
 
 log = logging.getLogger(__name__)
 
-EPSILON = 1e-4
-"""Share given to an empty PSI bin, so a bin empty on one side counts as a large shift, not ∞."""
 BUCKET_EDGES = (10.0, 100.0, 1000.0, 10000.0)
 """Runtime bucket edges (seconds) of the feedback's MAPE by bucket."""
 BUCKETS = ("<10s", "10-100s", "100-1000s", "1000-10000s", ">=10000s")
@@ -143,118 +141,6 @@ def _read_warehouse(db: Path, limits: SandboxLimits) -> tuple[Labelled, dict[str
             f"({limits.max_rows}): raise SandboxLimits.max_rows"
         )
     return as_labelled(labelled.rows), {str(j): str(n or "") for j, n in jobs.rows}
-
-
-def read_store_values(store: Path, feature_ids: Sequence[str]) -> dict[str, dict[str, Value]]:
-    """Stored values: feature id → run id → ``value`` (number), else ``value_text``.
-
-    The store is read as a file (read-only SQL on its documented tables), not through the tools:
-    agents reach tools only over MCP. Ids never materialised map to an empty dict.
-
-    Raises:
-        WarehouseError: no store at ``store``, or it is no feature store.
-    """
-    if not Path(store).is_file():
-        raise WarehouseError(f"feature store {store} does not exist: materialise features first")
-    try:
-        with duckdb.connect(str(store), read_only=True) as con:
-            rows = con.execute(
-                "SELECT feature_id, run_id, value, value_text FROM feature_values "
-                "WHERE list_contains(?, feature_id) ORDER BY feature_id, run_id",
-                [list(feature_ids)],
-            ).fetchall()
-    except duckdb.Error as exc:
-        raise WarehouseError(f"cannot read feature store {store}: {_first_line(exc)}") from exc
-    out: dict[str, dict[str, Value]] = {fid: {} for fid in feature_ids}
-    for fid, run_id, number, text in rows:
-        out[fid][str(run_id)] = number if number is not None else text
-    return out
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def psi(early: Sequence[Value], late: Sequence[Value], bins: int = 10) -> float:
-    """Population stability index of ``late`` against ``early`` (0: same distribution).
-
-    A tree model splits on the values it saw in past runs; when a feature's distribution moves
-    between early and late runs (a counter that only grows, a job mix that changes) the learnt
-    splits no longer describe new runs, and the model fails exactly where it is used. Numbers
-    are cut into ``bins`` quantile bins of ``early``; text compares category frequencies. Missing
-    values are ignored (coverage is the quality screen's business); an empty bin counts as a
-    share of ``EPSILON``. Rule of thumb: < 0.1 stable, > 0.25 shifted.
-
-    >>> psi([1.0, 2.0, 3.0, 4.0] * 25, [4.0, 3.0, 2.0, 1.0] * 25)
-    0.0
-    >>> round(psi(list(range(100)), list(range(50, 150))), 2)
-    4.35
-    >>> round(psi(["a", "b"] * 50, ["a"] * 90 + ["b"] * 10), 2)
-    0.88
-    """
-    first = [v for v in early if v is not None]
-    second = [v for v in late if v is not None]
-    if not first or not second:
-        return 0.0
-    if any(isinstance(v, str) for v in (*first, *second)):
-        e, s = _category_shares(first, second)
-    else:
-        e, s = _bin_shares(first, second, bins)
-    e, s = np.maximum(e, EPSILON), np.maximum(s, EPSILON)
-    return float(np.sum((s - e) * np.log(s / e)))
-
-
-def _category_shares(
-    early: Sequence[Value], late: Sequence[Value]
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    a, b = Counter(map(str, early)), Counter(map(str, late))
-    cats = sorted(a.keys() | b.keys())
-    return (
-        np.array([a[c] / len(early) for c in cats], dtype=np.float64),
-        np.array([b[c] / len(late) for c in cats], dtype=np.float64),
-    )
-
-
-def _bin_shares(
-    early: Sequence[Value], late: Sequence[Value], bins: int
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    a = np.array(early, dtype=np.float64)
-    b = np.array(late, dtype=np.float64)
-    edges = np.unique(np.quantile(a, np.linspace(0.0, 1.0, bins + 1)[1:-1]))
-
-    def shares(x: NDArray[np.float64]) -> NDArray[np.float64]:
-        counts = np.bincount(np.searchsorted(edges, x, side="right"), minlength=len(edges) + 1)
-        return counts / len(x)
-
-    return shares(a), shares(b)
-
-
-def quality_issue(
-    values: Mapping[str, Value], jobs: Mapping[str, str], min_coverage: float
-) -> str | None:
-    """Why a feature cannot help on the training runs (``jobs``: run id → job), or None.
-
-    Too few values (among the runs of the jobs it gives a value for, as the completeness gate
-    counts), NaN/inf, or a single distinct value give a model nothing to split on (or something
-    it cannot split on), and would only cost CV time.
-
-    >>> quality_issue({"a": 1.0, "b": 1.0}, {"a": "j", "b": "j"}, 0.5)
-    'constant: every training run has 1.0'
-    >>> quality_issue({"a": 1.0, "b": 2.0}, {"a": "j", "b": "j", "c": "other"}, 0.5) is None
-    True
-    """
-    present = [v for r in jobs if (v := values.get(r)) is not None]
-    covered, applicable = applicable_coverage({r for r in jobs if values.get(r) is not None}, jobs)
-    share = covered / applicable if applicable else 0.0
-    if share < min_coverage or not present:
-        return f"coverage {share:.2f} below {min_coverage:.2f} on the training runs"
-    bad = sum(not math.isfinite(v) for v in present if not isinstance(v, str))
-    if bad:
-        return f"{bad} NaN or infinite values on the training runs"
-    if len(set(present)) < 2:
-        return f"constant: every training run has {present[0]!r}"
-    return None
 
 
 def evaluate_round(

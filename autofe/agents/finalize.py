@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from autofe.agents.evaluator import read_store_values
 from autofe.agents.state import Candidate, Kept
 from autofe.feature_catalog import save_catalog
 from autofe.featurespec import FeatureSpec, Provenance
@@ -22,6 +21,7 @@ from autofe.modeling.evaluate import evaluate_holdout
 from autofe.modeling.train import fit
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.connect import schema_fingerprint
+from autofe.warehouse.feature_store import read_store_values
 
 FEATURES_DIR = "features"
 

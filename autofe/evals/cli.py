@@ -115,7 +115,7 @@ def _catalog_dir(path: Path) -> Path:
 
 def _ingested(workspace: Path, out_dir: Path) -> Path:
     from autofe.config import IngestSettings
-    from autofe.pipelines.ingest import ingest
+    from autofe.ingest.ingest import ingest
 
     db = out_dir / "warehouse.duckdb"
     ingest([workspace], IngestSettings(db=db))

@@ -35,8 +35,8 @@ from autofe.evals.render import write_report
 from autofe.evals.report import Report, build_report
 from autofe.feature_catalog import read_feature_set
 from autofe.featurespec import FeatureSpec
-from autofe.pipelines.ingest import ingest
-from autofe.pipelines.run_table import load_mapping
+from autofe.ingest.ingest import ingest
+from autofe.ingest.run_table import load_mapping
 
 MAPPINGS = Path(__file__).resolve().parents[2] / "examples" / "mappings"
 DATASETS = ("c3o", "scout-multinode", "cherrypick")

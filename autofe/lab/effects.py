@@ -17,7 +17,7 @@ import duckdb
 
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError
-from autofe.pipelines.ingest import ingest
+from autofe.ingest.ingest import ingest
 
 _SUCCESS = "r.status = 'SUCCEEDED'"
 _ATTR = "(SELECT a.value FROM run_attributes a WHERE a.run_id = r.run_id AND a.name = '{}')"

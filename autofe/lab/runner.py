@@ -31,7 +31,7 @@ import sqlglot
 import zstandard
 from sqlglot import exp
 
-from autofe.errors import ConfigError
+from autofe.errors import ConfigError, first_line
 from autofe.lab.data import growth_cutoff, partition_column, table_dir
 from autofe.lab.plan import RunSpec
 
@@ -163,7 +163,7 @@ def run_once(
         _register_tables(spark, spec, data_root, days)
         _execute(spark, spec, params)
     except Exception as exc:  # a failed run is data: record it with its message
-        state, message = "FAILED", _first_line(exc, timer)
+        state, message = "FAILED", _failure_reason(exc, timer)
     finished = time.perf_counter()
     if timer is not None:
         timer.cancel()
@@ -192,10 +192,10 @@ def _node_loss(spark: Any, spec: RunSpec) -> threading.Timer:
     return timer
 
 
-def _first_line(exc: BaseException, timer: threading.Timer | None) -> str:
+def _failure_reason(exc: BaseException, timer: threading.Timer | None) -> str:
     if timer is not None and timer.finished.is_set():
         return "Spot instance reclaimed: driver node lost (injected by autofe lab)"
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+    return first_line(exc)[:500]
 
 
 def _register_tables(spark: Any, spec: RunSpec, data_root: Path, days: int) -> None:

@@ -18,8 +18,8 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from autofe.errors import ConfigError, WarehouseError
-from autofe.sandbox.session import Sandbox, first_line
+from autofe.errors import ConfigError, WarehouseError, first_line
+from autofe.sandbox.session import Sandbox
 from autofe.warehouse.catalog import read_catalog
 
 ALWAYS_COPIED = ("column_catalog", "jobs", "runs", "cluster_configs", "run_attributes")

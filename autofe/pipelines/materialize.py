@@ -1,7 +1,8 @@
 """``autofe features materialize``: gate a feature set, compute it on DuckDB or Spark, store it.
 
 The gates run first, always in DuckDB: on the warehouse itself when there is one (``--db``),
-else on a sample of whole jobs drawn from the Parquet tables (:mod:`autofe.pipelines.gate_sample`).
+else on a sample of whole jobs drawn from the Parquet tables
+(:mod:`autofe.warehouse.parquet_sample`).
 Only accepted features are computed; the values go to the feature store either way, so a model
 or ``autofe mcp`` reads them without knowing which engine made them.
 """
@@ -15,11 +16,10 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Literal
 
-from autofe.agents.gates import GateContext, run_gates
 from autofe.errors import ConfigError, ModelError
 from autofe.featurespec import FeatureSpec
+from autofe.gates import GateContext, run_gates
 from autofe.modeling.compute import feature_values
-from autofe.pipelines.gate_sample import DEFAULT_SAMPLE_RUNS, gate_sample
 from autofe.pipelines.spark import (
     Refusal,
     SparkSettings,
@@ -28,7 +28,8 @@ from autofe.pipelines.spark import (
 )
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
-from autofe.tools.feature_store import Materialized, write_feature
+from autofe.warehouse.feature_store import Materialized, write_feature
+from autofe.warehouse.parquet_sample import DEFAULT_SAMPLE_RUNS, gate_sample
 
 Engine = Literal["duckdb", "spark"]
 

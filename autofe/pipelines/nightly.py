@@ -1,6 +1,6 @@
 """``autofe nightly``: ingest what is new, retrain warm, promote only a better model.
 
-One night, under the home folder's lock (:mod:`autofe.pipelines.lock`):
+One night, under the home folder's lock (:mod:`autofe.pipelines.nightly_lock`):
 
 1. **ingest** the workspace into a copy of ``HOME/warehouse.duckdb`` that then replaces it;
    the ingest ledger skips every file already ingested, so only new runs cost time (their
@@ -9,8 +9,8 @@ One night, under the home folder's lock (:mod:`autofe.pipelines.lock`):
    started from the active model's feature catalog (every feature re-proposed in round 0 and
    re-checked by the gates and the evaluator, new ones proposed beside them); the evaluator's
    holdout is the comparison window, so feature selection never sees the runs it is judged on;
-3. **compare** challenger and champion on the window (:mod:`autofe.pipelines.compare`);
-4. **drift** of the champion since its promotion (:mod:`autofe.pipelines.drift`);
+3. **compare** challenger and champion on the window (:mod:`autofe.pipelines.nightly_compare`);
+4. **drift** of the champion since its promotion (:mod:`autofe.pipelines.nightly_drift`);
 5. **register**: a better challenger becomes a registry version and the active one; otherwise
    the kept champion and the reason are recorded.
 
@@ -38,12 +38,15 @@ from autofe.config import IngestSettings, workspace_path
 from autofe.errors import ConfigError, ModelError, WarehouseError
 from autofe.feature_catalog import CATALOG_FILE, load_catalog
 from autofe.featurespec import FeatureSpec
+from autofe.ingest.ingest import ingest
+from autofe.ingest.workspace import is_workspace
 from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.modeling.artifact import MODEL_FILE, Artifact, load_model
 from autofe.modeling.compute import compute_values
 from autofe.modeling.dataset import LABELLED_SQL, FeatureValues, Labelled, as_labelled
 from autofe.modeling.registry import FEATURES_DIR, Registry, Version
-from autofe.pipelines.compare import (
+from autofe.pipelines.home import Home
+from autofe.pipelines.nightly_compare import (
     Decision,
     Window,
     choose_window,
@@ -52,12 +55,9 @@ from autofe.pipelines.compare import (
     metrics_of,
     score_on_window,
 )
-from autofe.pipelines.drift import RunInfo, drift_report
-from autofe.pipelines.home import Home
-from autofe.pipelines.ingest import ingest
-from autofe.pipelines.lock import hold_lock
+from autofe.pipelines.nightly_drift import RunInfo, drift_report
+from autofe.pipelines.nightly_lock import hold_lock
 from autofe.pipelines.run import Progress, RunSettings, run
-from autofe.pipelines.workspace import is_workspace
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.connect import open_warehouse, schema_fingerprint
 

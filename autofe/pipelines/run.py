@@ -34,8 +34,8 @@ from autofe.config import IngestSettings
 from autofe.errors import ConfigError
 from autofe.feature_catalog import load_catalog
 from autofe.featurespec import FeatureSpec
+from autofe.ingest.ingest import ingest
 from autofe.knowledge_base.retrieve import KnowledgeBase
-from autofe.pipelines.ingest import ingest
 from autofe.pipelines.run_report import write_run_report
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.rewrite import structure_key

@@ -5,8 +5,8 @@ The only module that imports FastAPI and uvicorn. Three parts, outermost first:
 - ``_Guard``, a plain ASGI middleware: the bearer token (when one is set), the request size
   limit, and the request counters and latency histogram (it sees every request, including the
   ones it refuses and the ones no route matches).
-- thin routes that read JSON bodies strictly (:mod:`autofe.pipelines.api_json`: no ``NaN``,
-  no lone surrogate), validate with the pydantic models of :mod:`autofe.pipelines.api_models`
+- thin routes that read JSON bodies strictly (:mod:`autofe.pipelines.serve_json`: no ``NaN``,
+  no lone surrogate), validate with the pydantic models of :mod:`autofe.pipelines.serve_models`
   and delegate to one :class:`Service`;
 - :class:`Service` and :class:`LiveModel`, which know nothing of HTTP: predictions (features
   given or computed against ``HOME/warehouse.duckdb``), recommendations, actuals, and the
@@ -47,12 +47,20 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from autofe import __version__
-from autofe.errors import AutofeError, ConfigError, ModelError, ScheduleError, WarehouseError
+from autofe.errors import (
+    AutofeError,
+    ConfigError,
+    ModelError,
+    ScheduleError,
+    WarehouseError,
+    first_line,
+)
 from autofe.modeling.artifact import Artifact
 from autofe.modeling.predict import predict_pending, predict_values
 from autofe.modeling.registry import Registry
-from autofe.pipelines.api_json import BodyRefused, printable, read_json
-from autofe.pipelines.api_metrics import (
+from autofe.pipelines.home import Home
+from autofe.pipelines.serve_json import BodyRefused, printable, read_json
+from autofe.pipelines.serve_metrics import (
     CONTENT_TYPE,
     LEDGER_SIZE,
     ApiMetrics,
@@ -61,7 +69,7 @@ from autofe.pipelines.api_metrics import (
     Scored,
     scheduler_lines,
 )
-from autofe.pipelines.api_models import (
+from autofe.pipelines.serve_models import (
     ActualOut,
     ActualReport,
     Alternative,
@@ -84,8 +92,6 @@ from autofe.pipelines.api_models import (
     choose_configuration,
     feature_type_errors,
 )
-from autofe.pipelines.home import Home
-from autofe.sandbox.session import first_line
 from autofe.scheduler.catalog import Catalog, load_catalog
 from autofe.scheduler.store import (
     JobStore,

@@ -3,8 +3,8 @@
 The only module that imports pyspark (``tests/test_layering.py``). Two jobs:
 
 * :func:`spark_ingest` parses event logs in parallel on the executors, with the same parser
-  and row builders as the DuckDB ingest (:mod:`autofe.pipelines.log_rows`), while the driver
-  ingests the workspace JSON (:mod:`autofe.pipelines.ingest_plan`); every warehouse table is
+  and row builders as the DuckDB ingest (:mod:`autofe.ingest.log_rows`), while the driver
+  ingests the workspace JSON (:mod:`autofe.ingest.plan`); every warehouse table is
   written as a Parquet dataset.
 * :func:`materialize_on_spark` translates each feature from DuckDB SQL to Spark SQL
   (:func:`autofe.sandbox.transpile.to_spark_sql`), refusing what it cannot translate
@@ -36,23 +36,23 @@ from typing import Any, Literal
 
 from autofe.errors import ConfigError, Untranspilable
 from autofe.featurespec import FeatureSpec
+from autofe.ingest.log_rows import TableRow, issue_rows, log_rows, source_digest
+from autofe.ingest.plan import IngestPlan, PlannedLog, plan_ingest
 from autofe.modeling.compute import parse_query, plain
 from autofe.modeling.dataset import Value
-from autofe.pipelines.ingest_plan import IngestPlan, PlannedLog, plan_ingest
-from autofe.pipelines.log_rows import TableRow, issue_rows, log_rows, source_digest
-from autofe.pipelines.spark_tables import (
+from autofe.sandbox.rewrite import restricted
+from autofe.sandbox.spark_rules import PINNED_SPARK_CONF
+from autofe.sandbox.transpile import to_spark_sql
+from autofe.schema import IngestIssue
+from autofe.warehouse.catalog import NOT_QUERYABLE
+from autofe.warehouse.connect import open_warehouse
+from autofe.warehouse.feature_store import Materialized, write_feature
+from autofe.warehouse.parquet_tables import (
     duckdb_select,
     read_manifest,
     spark_schema,
     write_manifest,
 )
-from autofe.sandbox.rewrite import restricted
-from autofe.sandbox.spark_rules import PINNED_SPARK_CONF
-from autofe.sandbox.transpile import to_spark_sql
-from autofe.schema import IngestIssue
-from autofe.tools.feature_store import Materialized, write_feature
-from autofe.warehouse.catalog import NOT_QUERYABLE
-from autofe.warehouse.connect import open_warehouse
 from autofe.warehouse.tables import TABLES, Table
 
 log = logging.getLogger(__name__)
@@ -202,7 +202,7 @@ def driver_lost_is_an_error(settings: SparkSettings, what: str) -> Iterator[None
     except _driver_lost_errors() as exc:
         memory = settings.conf.get("spark.driver.memory", DRIVER_MEMORY_DEFAULT)
         raise ConfigError(
-            f"Spark's driver stopped while {what} ({first_line(exc)}); a driver whose heap "
+            f"Spark's driver stopped while {what} ({jvm_message(exc)}); a driver whose heap "
             f"(spark.driver.memory = {memory}) runs out exits: give it more, e.g. "
             "--conf spark.driver.memory=4g"
         ) from exc
@@ -245,7 +245,7 @@ def _start(builder: Any, settings: SparkSettings, python: str) -> Any:
     worker.join(settings.connect_timeout_s + JVM_START_S)
     if "spark" in outcome:
         return outcome["spark"]
-    why = first_line(outcome["error"]) if "error" in outcome else "no answer in time"
+    why = jvm_message(outcome["error"]) if "error" in outcome else "no answer in time"
     raise ConfigError(f"cannot start Spark on master {settings.master!r}: {why}")
 
 
@@ -288,7 +288,7 @@ def check_executors(spark: Any, settings: SparkSettings) -> None:
             f"{settings.connect_timeout_s:g} s (is the master up and reachable, with a worker?)"
         )
     if "error" in outcome:
-        cause = first_line(outcome["error"])
+        cause = jvm_message(outcome["error"])
         raise ConfigError(
             f"Spark executors of {settings.master} cannot run autofe ({cause}): install autofe "
             "on the workers, or set spark.pyspark.python to a Python that has it"
@@ -297,9 +297,9 @@ def check_executors(spark: Any, settings: SparkSettings) -> None:
 
 def executor_check(_: int) -> str:
     """Runs on an executor: the parser imports (autofe is installed there)."""
-    import autofe.pipelines.log_rows
+    import autofe.ingest.log_rows
 
-    return autofe.pipelines.log_rows.__name__
+    return autofe.ingest.log_rows.__name__
 
 
 @contextmanager
@@ -314,13 +314,13 @@ def _session(settings: SparkSettings, session: Any | None) -> Iterator[Any]:
         yield spark
 
 
-def first_line(exc: BaseException) -> str:
+def jvm_message(exc: BaseException) -> str:
     """The message of an error without Spark's plans and JVM stack traces.
 
     For a JVM error wrapped by py4j, the Java exception's message (py4j's own first line only
     says which call failed).
 
-    >>> first_line(RuntimeError("An error occurred while calling x.\\n: org.apache.Boom: bad"))
+    >>> jvm_message(RuntimeError("An error occurred while calling x.\\n: org.apache.Boom: bad"))
     'org.apache.Boom: bad'
     """
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -619,13 +619,13 @@ def _feature(
     try:
         frame = spark.sql(query)  # parses and analyses: a plan refusal shows here
     except errors as exc:
-        return Refusal(spec.name, "plan", first_line(exc))
+        return Refusal(spec.name, "plan", jvm_message(exc))
     try:
         table = frame.toArrow()
     except _driver_lost_errors():
         raise  # not this feature's failure: every later one would fail the same way
     except Exception as exc:  # a runtime failure of one feature does not stop the others
-        return Refusal(spec.name, "run", first_line(exc))
+        return Refusal(spec.name, "run", jvm_message(exc))
     return _values(spec, query, table)
 
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autofe.agents.gates import GateContext, run_gates
 from autofe.errors import ConfigError, GateRejected
 from autofe.featurespec import FeatureSpec
+from autofe.gates import GateContext, run_gates
 from autofe.modeling.artifact import Artifact, library_versions, save_model
 from autofe.modeling.compute import compute_values
 from autofe.modeling.dataset import LABELLED_SQL, Dataset, as_labelled, build_dataset

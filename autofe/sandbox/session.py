@@ -35,7 +35,7 @@ from typing import Any
 
 import duckdb
 
-from autofe.errors import AutofeError, ConfigError, SandboxViolation, WarehouseError
+from autofe.errors import AutofeError, ConfigError, SandboxViolation, WarehouseError, first_line
 from autofe.sandbox.guard import guard_duckdb_parse, guard_sql
 from autofe.sandbox.limits import SandboxLimits
 from autofe.warehouse.catalog import WarehouseCatalog, read_catalog
@@ -316,13 +316,3 @@ def _connect_read_only(db: Path, limits: SandboxLimits) -> duckdb.DuckDBPyConnec
         raise ConfigError(f"sandbox limits {limits}: {first_line(exc)}") from exc
     except duckdb.Error as exc:
         raise WarehouseError(f"cannot open {db} read-only: {first_line(exc)}") from exc
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an error message (DuckDB appends hints and stack context).
-
-    >>> first_line(ValueError("Binder Error: no column x\\n\\nLINE 1: ..."))
-    'Binder Error: no column x'
-    """
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

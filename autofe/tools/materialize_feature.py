@@ -17,11 +17,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from autofe.agents.gates import GateContext, GateSettings, Reason, run_gates
 from autofe.errors import ConfigError
 from autofe.featurespec import FeatureSpec
+from autofe.gates import GateContext, GateSettings, Reason, run_gates
 from autofe.sandbox.session import QueryResult, Sandbox
-from autofe.tools.feature_store import write_feature
+from autofe.warehouse.feature_store import write_feature
 
 
 class GateReason(BaseModel):

@@ -23,8 +23,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import AfterValidator, Field, ValidationError
 
-from autofe.agents.gates import GateContext, Verdict, run_gates
 from autofe.featurespec import Category, FeatureSpec, ValueType
+from autofe.gates import GateContext, Verdict, run_gates
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
 from autofe.tools.describe_schema import SchemaDescription

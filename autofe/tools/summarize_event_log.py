@@ -14,8 +14,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from autofe.errors import ConfigError, IngestError
-from autofe.tools.event_log import ParsedApplication, SqlExecution, StageAttempt, parse_event_log
-from autofe.tools.event_log_files import LogSource, find_event_logs
+from autofe.ingest.eventlog.files import LogSource, find_event_logs
+from autofe.ingest.eventlog.parse import (
+    ParsedApplication,
+    SqlExecution,
+    StageAttempt,
+    parse_event_log,
+)
 from autofe.tools.paths import confine
 
 MAX_ITEMS = 100

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from autofe.errors import WarehouseError
+from autofe.errors import WarehouseError, first_line
 from autofe.special_file import special_file
 from autofe.warehouse.tables import TABLES, Table
 
@@ -95,11 +95,7 @@ def open_warehouse(path: Path | str, *, read_only: bool = False) -> duckdb.DuckD
     except OSError as exc:
         raise WarehouseError(f"cannot open warehouse {p}: {exc.strerror or exc}") from exc
     except duckdb.Error as exc:
-        raise WarehouseError(f"cannot open warehouse {p}: {_first_line(exc)}") from exc
+        raise WarehouseError(f"cannot open warehouse {p}: {first_line(exc)}") from exc
     if not read_only:
         _ensure_schema(con)
     return con
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from autofe.errors import WarehouseError
+from autofe.errors import WarehouseError, first_line
 from autofe.warehouse.tables import table
 
 APP_CHILD_TABLES = ("spark_jobs", "stages", "sql_executions", "executors")
@@ -87,10 +87,5 @@ def transaction(con: duckdb.DuckDBPyConnection, what: str) -> Iterator[None]:
     except BaseException as exc:
         con.execute("ROLLBACK")
         if isinstance(exc, duckdb.Error):
-            raise WarehouseError(f"cannot store {what}: {_first_line(exc)}") from exc
+            raise WarehouseError(f"cannot store {what}: {first_line(exc)}") from exc
         raise
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

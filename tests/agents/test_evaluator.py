@@ -16,9 +16,6 @@ from autofe.agents.evaluator import (
     EvalSettings,
     RoundResult,
     evaluate_round,
-    psi,
-    quality_issue,
-    read_store_values,
     training_runs,
 )
 from autofe.agents.state import Candidate, Materialized
@@ -27,9 +24,12 @@ from autofe.evals.manual import manual_features
 from autofe.featurespec import FeatureSpec
 from autofe.modeling.dataset import Dataset, labelled_runs
 from autofe.modeling.evaluate import cross_validate
+from autofe.modeling.psi import psi
+from autofe.modeling.quality import quality_issue
 from autofe.modeling.train import fit
 from autofe.sandbox.session import Sandbox
 from autofe.tools.materialize_feature import MaterializeResult, gate_context, materialize_feature
+from autofe.warehouse.feature_store import read_store_values
 
 # manual features with real values on the example (neither constant nor duplicates)
 GOOD = (

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from autofe.agents.gates import GateContext, run_gates
 from autofe.evals.manual import manual_features
 from autofe.featurespec import FeatureSpec
+from autofe.gates import GateContext, run_gates
 
 SPECS = manual_features()
 

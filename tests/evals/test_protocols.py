@@ -16,7 +16,7 @@ from autofe.evals.protocols import (
     leave_one_group_out,
     raw_values,
 )
-from autofe.pipelines.ingest import ingest
+from autofe.ingest.ingest import ingest
 
 REPO = Path(__file__).resolve().parents[2]
 C3O_RAW = ["node_type", "num_workers", "vcpu_per_node", "memory_gb_per_node"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autofe.agents.gates import GateContext, run_gates
+from autofe.gates import GateContext, run_gates
 from autofe.knowledge_base.corpus import Document, Recipe, load_corpus, recipe_spec
 
 RECIPES = [(doc, recipe) for doc in load_corpus() for recipe in doc.recipes]

@@ -14,6 +14,7 @@ import pytest
 
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError
+from autofe.ingest.ingest import ingest
 from autofe.lab.configs import sweep_configs
 from autofe.lab.forget import forget_runs
 from autofe.lab.generate import (
@@ -27,7 +28,6 @@ from autofe.lab.generate import (
 from autofe.lab.plan import OFF_HABIT_SHARE, RunSpec, habit
 from autofe.lab.runner import Outcome
 from autofe.lab.workspace_writer import write_run, write_static
-from autofe.pipelines.ingest import ingest
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from autofe.cli import app
 from autofe.config import IngestSettings, example_workspace
 from autofe.errors import ConfigError
+from autofe.ingest.ingest import ingest
 from autofe.lab.cut import cut_workspace
 from autofe.lab.replicate import MANIFEST, read_replica, replicate_workspace
-from autofe.pipelines.ingest import ingest
 from autofe.warehouse.tables import TABLES
 
 SHARED_TABLES = {"cluster_configs", "table_stats"}

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 
 from autofe.modeling.dataset import Value
-from autofe.pipelines.spark_tables import duckdb_select, write_manifest
+from autofe.warehouse.parquet_tables import duckdb_select, write_manifest
 from autofe.warehouse.tables import TABLES
 
 REL_TOL = 1e-9

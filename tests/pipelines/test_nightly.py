@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from autofe.agents.evaluator import EvalSettings, psi
+from autofe.agents.evaluator import EvalSettings
 from autofe.agents.graph import LoopSettings, Targets
 from autofe.cli import app
 from autofe.config import example_workspace
@@ -27,6 +27,7 @@ from autofe.console import EXIT_USER_ERROR
 from autofe.knowledge_base.embeddings import HashingEmbedder
 from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.modeling.predict import predict_run
+from autofe.modeling.psi import psi
 from autofe.modeling.registry import ACTIVE_FILE, Registry
 from autofe.pipelines import nightly as nightly_module
 from autofe.pipelines.home import Home

@@ -8,7 +8,7 @@ import pytest
 
 from autofe.errors import ConfigError
 from autofe.modeling.dataset import Labelled
-from autofe.pipelines.compare import choose_window, decide
+from autofe.pipelines.nightly_compare import choose_window, decide
 
 START = datetime(2026, 11, 1)
 RUNS: Labelled = [(f"r{i}", "j", START + timedelta(hours=i), 10.0 + i) for i in range(200)]

@@ -23,7 +23,8 @@ from autofe.modeling.artifact import MODEL_FILE
 from autofe.modeling.pending import CONFIG_COLUMNS, JOB_COLUMNS
 from autofe.modeling.predict import predict_run
 from autofe.modeling.registry import Registry
-from autofe.pipelines.api_models import (
+from autofe.pipelines.serve import TOKEN_ENV, create_app
+from autofe.pipelines.serve_models import (
     MAX_BATCH,
     Alternative,
     ClusterSpec,
@@ -31,7 +32,6 @@ from autofe.pipelines.api_models import (
     alternative,
     choose_configuration,
 )
-from autofe.pipelines.serve import TOKEN_ENV, create_app
 from autofe.warehouse.connect import schema_fingerprint
 
 JOB_SPEC_KEYS = ("job_id", "submit_time", "cluster_config_id", "parameters", "attributes")

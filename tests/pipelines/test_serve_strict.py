@@ -19,8 +19,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from autofe.modeling.registry import Registry
-from autofe.pipelines.api_json import MAX_DEPTH
 from autofe.pipelines.serve import create_app
+from autofe.pipelines.serve_json import MAX_DEPTH
 
 MARK = "@hostile@"
 """Where :func:`raw` puts the raw JSON text under test (as a value, or as a key)."""

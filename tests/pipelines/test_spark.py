@@ -40,9 +40,9 @@ from autofe.pipelines.spark import (
     write_spark_features,
 )
 from autofe.sandbox.session import Sandbox
-from autofe.tools.feature_store import read_feature_values
 from autofe.warehouse.connect import open_warehouse
 from autofe.warehouse.docs import table_counts
+from autofe.warehouse.feature_store import read_feature_values
 from autofe.warehouse.write import insert_rows
 
 pytestmark = pytest.mark.slow

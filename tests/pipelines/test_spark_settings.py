@@ -20,10 +20,10 @@ from autofe.config import example_workspace
 from autofe.console import EXIT_USER_ERROR
 from autofe.errors import ConfigError
 from autofe.feature_catalog import load_catalog, save_catalog
+from autofe.ingest.event_logs import ingest_event_logs
+from autofe.ingest.eventlog.files import find_event_logs
+from autofe.ingest.log_rows import log_rows, source_digest
 from autofe.modeling.compute import compute_values
-from autofe.pipelines.event_logs import ingest_event_logs
-from autofe.pipelines.gate_sample import gate_sample
-from autofe.pipelines.log_rows import log_rows, source_digest
 from autofe.pipelines.spark import (
     INSTALL_HINT,
     SparkSettings,
@@ -31,12 +31,12 @@ from autofe.pipelines.spark import (
     session_conf,
     spark_session,
 )
-from autofe.pipelines.spark_tables import duckdb_select
 from autofe.sandbox.session import Sandbox
 from autofe.schema import IngestReport
-from autofe.tools.event_log_files import find_event_logs
-from autofe.tools.feature_store import read_feature_values
 from autofe.warehouse.connect import open_warehouse
+from autofe.warehouse.feature_store import read_feature_values
+from autofe.warehouse.parquet_sample import gate_sample
+from autofe.warehouse.parquet_tables import duckdb_select
 from autofe.warehouse.tables import TABLES
 
 runner = CliRunner()

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from autofe.cli import app
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError, ModelError, WarehouseError
+from autofe.ingest.ingest import ingest
 from autofe.modeling.artifact import load_model
-from autofe.pipelines.ingest import ingest
 from autofe.schema import IngestIssue, IngestReport
 from autofe.warehouse.connect import open_warehouse
 

@@ -12,8 +12,8 @@ from autofe.errors import ConfigError, WarehouseError
 from autofe.featurespec import FeatureSpec
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
-from autofe.tools.feature_store import read_feature_values, write_feature
 from autofe.tools.materialize_feature import gate_context, materialize_feature
+from autofe.warehouse.feature_store import read_feature_values, write_feature
 
 LEAKAGE = Path(__file__).resolve().parents[1] / "fixtures" / "leakage"
 

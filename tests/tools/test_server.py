@@ -132,7 +132,7 @@ async def test_check_feature_verdicts(config: ServerConfig) -> None:
 
 @pytest.mark.anyio
 async def test_materialize_feature_writes_only_accepted(config: ServerConfig) -> None:
-    from autofe.tools.feature_store import read_feature_values
+    from autofe.warehouse.feature_store import read_feature_values
 
     done = await _call(config, "materialize_feature", _fixture_args("accept_history_run_count"))
     result = done.structured_content

@@ -13,8 +13,8 @@ import pytest
 
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError
-from autofe.pipelines.ingest import ingest
-from autofe.pipelines.run_table import ingest_run_table
+from autofe.ingest.ingest import ingest
+from autofe.ingest.run_table import ingest_run_table
 from autofe.schema import IngestReport
 from autofe.warehouse.connect import open_warehouse
 from autofe.warehouse.node_types import (
