@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from autofe.errors import ConfigError
 from autofe.featurespec import FeatureSpec
+from autofe.json_file import write_json
 
 CATALOG_FILE = "catalog.json"
 CATALOG_VERSION = 1
@@ -86,9 +87,7 @@ def save_catalog(directory: Path, specs: list[FeatureSpec]) -> None:
         entry = spec.model_dump(mode="json", exclude={"sql"})
         entries.append({**entry, "sql_file": f"{spec.name}.sql", "feature_id": spec.feature_id})
     doc = {"version": CATALOG_VERSION, "features": entries}
-    tmp = directory / f".{CATALOG_FILE}.tmp"
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(directory / CATALOG_FILE)  # atomic: a crash never leaves half a catalog
+    write_json(directory / CATALOG_FILE, doc)  # atomic: a crash never leaves half a catalog
 
 
 def load_catalog(directory: Path) -> list[FeatureSpec]:

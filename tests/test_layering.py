@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "errors",
         "hashing",
+        "json_file",
         "special_file",
         "schema",
         "workspace_archive",
@@ -42,6 +43,7 @@ SAME_LAYER: dict[tuple[str, str], str] = {
     ("console", "errors"): "the console prints AutofeErrors as one line",
     ("feature_catalog", "errors"): "a bad catalog file is a ConfigError naming it",
     ("feature_catalog", "featurespec"): "the catalog is a file of FeatureSpecs",
+    ("feature_catalog", "json_file"): "the catalog file is replaced atomically",
     ("workspace_archive", "errors"): "an unsafe archive member is a ConfigError naming it",
     ("workspace_archive", "hashing"): "archives are identified by their content hash",
     ("config", "workspace_archive"): "a workspace argument may be an archive to unpack",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from autofe.json_file import write_json as write_atomic
 from autofe.lab.clock import CALENDAR_START
 from autofe.lab.configs import cluster_spec, node_types_json
 from autofe.lab.plan import LabJobLike, RunSpec
@@ -22,11 +22,9 @@ DRIVER_IP = "10_139_0_4"
 
 
 def write_json(path: Path, content: Any) -> None:
-    """Write compact JSON atomically (temporary file, then rename), as the REST API returns it."""
+    """Compact JSON, as the REST API returns it (folders made as needed), written atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(content, separators=(",", ":")) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, content, compact=True)
 
 
 def cluster_id(spec: RunSpec) -> str:

@@ -33,6 +33,7 @@ from autofe import __version__
 from autofe.errors import ModelError
 from autofe.featurespec import FeatureSpec
 from autofe.hashing import file_sha256
+from autofe.json_file import write_json
 from autofe.modeling.conformal import Calibration
 from autofe.modeling.dataset import Encoder
 from autofe.modeling.metrics import Metrics
@@ -98,7 +99,7 @@ def save_model(artifact: Artifact, directory: Path) -> Path:
     key = model_key()
     if key is not None:
         manifest["signature"] = signature(key, digest, FORMAT)
-    _write_json(directory / MANIFEST_FILE, manifest)
+    write_json(directory / MANIFEST_FILE, manifest)
     return target
 
 
@@ -217,9 +218,3 @@ def _manifest(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ModelError(f"{path}: the manifest is not a JSON object")
     return data
-
-
-def _write_json(path: Path, content: dict[str, Any]) -> None:
-    partial = path.with_name(f".{path.name}.tmp")
-    partial.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, path)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from autofe.errors import ModelError
+from autofe.json_file import write_json
 from autofe.modeling.artifact import MANIFEST_FILE, MODEL_FILE, Artifact, load_model
 from autofe.warehouse.connect import schema_fingerprint
 
@@ -98,7 +99,7 @@ class Registry:
         if (source / FEATURES_DIR).is_dir():
             shutil.copytree(source / FEATURES_DIR, partial / FEATURES_DIR)
         created = _now()
-        _write_json(partial / METRICS_FILE, {"created": created, "metrics": metrics})
+        write_json(partial / METRICS_FILE, {"created": created, "metrics": metrics}, default=str)
         os.replace(partial, self.root / name)
         return Version(name, self.root / name, created, metrics)
 
@@ -137,7 +138,7 @@ class Registry:
         except ModelError as exc:
             raise ModelError(f"refusing to promote {name}: {exc}") from exc
         record = {"version": name, "since": _now(), "reason": reason}
-        _write_json(self.root / ACTIVE_FILE, record)
+        write_json(self.root / ACTIVE_FILE, record, default=str)
         self.record(
             {**record, "decision": "promoted", "previous": previous and previous.name},
             details,
@@ -186,9 +187,3 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ModelError(f"{path}: not a JSON object")
     return data
-
-
-def _write_json(path: Path, content: dict[str, Any]) -> None:
-    partial = path.with_name(f".{path.name}.tmp")
-    partial.write_text(json.dumps(content, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(partial, path)

@@ -40,6 +40,7 @@ from autofe.feature_catalog import CATALOG_FILE, load_catalog
 from autofe.featurespec import FeatureSpec
 from autofe.ingest.ingest import ingest
 from autofe.ingest.workspace import is_workspace
+from autofe.json_file import write_json
 from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.modeling.artifact import MODEL_FILE, Artifact, load_model
 from autofe.modeling.compute import compute_values
@@ -202,7 +203,7 @@ class _Night:
         seconds = self.record["seconds"]
         seconds["total"] = round(sum(v for k, v in seconds.items() if k != "total"), 3)
         self.record["finished"] = _now()
-        write_json(self.folder / RECORD_FILE, self.record)
+        write_json(self.folder / RECORD_FILE, self.record, default=str)
 
 
 def _new_folder(root: Path) -> Path:
@@ -217,13 +218,6 @@ def _new_folder(root: Path) -> Path:
             continue
         return folder
     raise ConfigError(f"{root}: cannot make a folder for tonight's run")
-
-
-def write_json(path: Path, content: dict[str, Any]) -> None:
-    """Replace ``path`` atomically (a reader never sees half a record)."""
-    partial = path.with_name(f".{path.name}.tmp")
-    partial.write_text(json.dumps(content, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(partial, path)
 
 
 def _now() -> str:
