@@ -17,6 +17,7 @@ from autofe.evals.retrieval.evaluate import QUERIES, evaluate, load_queries
 from autofe.feature_catalog import read_feature_set
 from autofe.featurespec import FeatureSpec
 from autofe.knowledge_base.retrieve import KnowledgeBase
+from autofe.run_dir import RunDir
 
 eval_app = typer.Typer(help="Evaluations with measured numbers.", no_args_is_help=True)
 
@@ -110,7 +111,8 @@ def feature_sets(names: list[str], generated: Path | None) -> dict[str, tuple[Fe
 
 def _catalog_dir(path: Path) -> Path:
     """A run directory holds its catalog under ``features/``."""
-    return path / "features" if (path / "features").is_dir() else path
+    catalog = RunDir(path).features
+    return catalog if catalog.is_dir() else path
 
 
 def _ingested(workspace: Path, out_dir: Path) -> Path:

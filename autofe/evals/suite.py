@@ -37,6 +37,7 @@ from autofe.feature_catalog import read_feature_set
 from autofe.featurespec import FeatureSpec
 from autofe.ingest.ingest import ingest
 from autofe.ingest.run_table import load_mapping
+from autofe.run_dir import RunDir
 
 MAPPINGS = Path(__file__).resolve().parents[2] / "examples" / "mappings"
 DATASETS = ("c3o", "scout-multinode", "cherrypick")
@@ -77,7 +78,7 @@ def run_suite(
     write_report(report, out / "example")
     result = SuiteResult(report)
     for name in datasets:
-        catalog = generated_dir / name / "features" if generated_dir else None
+        catalog = RunDir(generated_dir / name).features if generated_dir else None
         _score_dataset(result, name, mappings / f"{name}.toml", out / f"{name}.duckdb", catalog)
     (out / "results.md").write_text(results_markdown(result), encoding="utf-8")
     return result

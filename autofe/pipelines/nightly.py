@@ -39,10 +39,10 @@ from autofe.errors import ConfigError, ModelError, WarehouseError
 from autofe.feature_catalog import CATALOG_FILE, load_catalog
 from autofe.featurespec import FeatureSpec
 from autofe.ingest.ingest import ingest
-from autofe.ingest.workspace import is_workspace
+from autofe.ingest.workspace.inputs import is_workspace
 from autofe.json_file import write_json
 from autofe.knowledge_base.retrieve import KnowledgeBase
-from autofe.modeling.artifact import MODEL_FILE, Artifact, load_model
+from autofe.modeling.artifact import Artifact, load_model
 from autofe.modeling.compute import compute_values
 from autofe.modeling.dataset import LABELLED_SQL, FeatureValues, Labelled, as_labelled
 from autofe.modeling.registry import FEATURES_DIR, Registry, Version
@@ -59,12 +59,12 @@ from autofe.pipelines.nightly_compare import (
 from autofe.pipelines.nightly_drift import RunInfo, drift_report
 from autofe.pipelines.nightly_lock import hold_lock
 from autofe.pipelines.run import Progress, RunSettings, run
+from autofe.run_dir import RunDir
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.connect import open_warehouse, schema_fingerprint
 
 RECORD_FILE = "nightly.json"
 RUN_DIR = "run"
-RUN_WAREHOUSE = "warehouse.duckdb"
 Notice = Callable[[str], None]
 
 
@@ -281,7 +281,7 @@ def _work(
     say(f"{night.record['decision']}: {night.record['reason']}")
     # The loop's warehouse is a copy of HOME's as of tonight, only needed to resume the loop:
     # kept it would add the warehouse's size to the home folder every night.
-    (night.folder / RUN_DIR / RUN_WAREHOUSE).unlink(missing_ok=True)
+    RunDir(night.folder / RUN_DIR).warehouse.unlink(missing_ok=True)
 
 
 def ingest_new(db: Path, workspace: Path) -> dict[str, Any]:
@@ -436,7 +436,7 @@ def _challenge(
         "iterations": len(metrics["iterations"]),
     }
     night.record["warm_start"] = _warm_start(champion, catalog, out)
-    has_model = (out / MODEL_FILE).is_file()
+    has_model = RunDir(out).model.is_file()
     return load_model(out, schema_fingerprint()) if has_model else None
 
 
@@ -445,7 +445,7 @@ def _warm_start(champion: Champion | None, catalog: Path | None, out: Path) -> d
     if champion is None or catalog is None:
         return {"version": None, "features": 0, "kept_again": 0, "dropped": []}
     seed = load_catalog(catalog)
-    kept = _catalog_ids(out / FEATURES_DIR)
+    kept = _catalog_ids(RunDir(out).features)
     return {
         "version": champion.version.name,
         "features": len(seed),

@@ -1,10 +1,10 @@
 """``autofe run``: ingest a workspace, run the agent loop, write the run directory.
 
-The run directory holds everything the run made: ``warehouse.duckdb`` (the ingested
-workspace), ``features.duckdb`` (the feature store the tools server writes), the LangGraph
-checkpoints (``checkpoints.sqlite``), ``settings.json``, and at the end ``model.joblib``,
-``features/``, ``metrics.json``, ``report.html`` and ``run.log``. The agents reach the workspace
-only through the tools server, here served in-process over an MCP client session.
+The run directory (:class:`~autofe.run_dir.RunDir`) holds everything the run made: the
+ingested warehouse, the feature store the tools server writes, the LangGraph checkpoints, the
+settings, and at the end the model, the feature catalog, the metrics, the report and the log.
+The agents reach the workspace only through the tools server, here served in-process over an
+MCP client session.
 ``--resume`` continues a run from its last checkpoint with the settings it started with.
 
 Two hooks serve ``autofe nightly``: ``run(..., warehouse=DB)`` starts from a copy of an
@@ -37,12 +37,11 @@ from autofe.featurespec import FeatureSpec
 from autofe.ingest.ingest import ingest
 from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.pipelines.run_report import write_run_report
+from autofe.run_dir import RunDir
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.rewrite import structure_key
 from autofe.tools.server import ServerConfig, build_server
 
-SETTINGS_FILE = "settings.json"
-CHECKPOINTS = "checkpoints.sqlite"
 THREAD = "autofe-run"
 log = logging.getLogger("autofe.run")
 
@@ -90,7 +89,7 @@ def _report(update: dict[str, Any], progress: Progress | None) -> None:
 @contextmanager
 def _run_log(out: Path) -> Iterator[None]:
     """Log the run (nodes, iterations, warnings) to ``out/run.log`` while it lasts."""
-    handler = logging.FileHandler(out / "run.log", encoding="utf-8")
+    handler = logging.FileHandler(RunDir(out).log, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
@@ -114,14 +113,15 @@ def run(
     ``warehouse``: a warehouse already holding the workspace, copied into the run directory
     rather than ingesting the workspace from scratch (the loop reads only its own copy).
     """
-    if (out / CHECKPOINTS).exists():
+    run_dir = RunDir(out)
+    if run_dir.checkpoints.exists():
         raise ConfigError(f"{out} already holds a run: use --resume {out} or another --out")
     out.mkdir(parents=True, exist_ok=True)
-    (out / SETTINGS_FILE).write_text(json.dumps(settings.as_json(), indent=2) + "\n")
+    run_dir.settings.write_text(json.dumps(settings.as_json(), indent=2) + "\n")
     if warehouse is not None:
-        shutil.copyfile(warehouse, out / "warehouse.duckdb")
+        shutil.copyfile(warehouse, run_dir.warehouse)
     else:
-        ingest([Path(settings.workspace)], IngestSettings(db=out / "warehouse.duckdb"))
+        ingest([Path(settings.workspace)], IngestSettings(db=run_dir.warehouse))
     with _run_log(out):
         return asyncio.run(_loop(settings, out, kb, progress, resume=False))
 
@@ -133,9 +133,10 @@ def resume(
     api_key: str | None = None,
 ) -> RunResult:
     """Continue the run in ``out`` from its last checkpoint."""
-    if not (out / CHECKPOINTS).is_file():
-        raise ConfigError(f"{out} holds no run to resume (no {CHECKPOINTS})")
-    settings = load_settings(out / SETTINGS_FILE, api_key)
+    run_dir = RunDir(out)
+    if not run_dir.checkpoints.is_file():
+        raise ConfigError(f"{out} holds no run to resume (no {run_dir.checkpoints.name})")
+    settings = load_settings(run_dir.settings, api_key)
     with _run_log(out):
         return asyncio.run(_loop(settings, out, kb, progress, resume=True))
 
@@ -175,7 +176,8 @@ async def _loop(
     from mcp.client import Client
 
     started = time.perf_counter()
-    db, store = out / "warehouse.duckdb", out / "features.duckdb"
+    run_dir = RunDir(out)
+    db, store = run_dir.warehouse, run_dir.feature_store
     server = build_server(ServerConfig(db=db, roots=(Path(settings.workspace),), store=store))
     async with Client(server) as client:
         ctx = LoopContext(
@@ -188,7 +190,7 @@ async def _loop(
             settings=settings.loop,
             seed=warm_start_specs(settings),
         )
-        async with AsyncSqliteSaver.from_conn_string(str(out / CHECKPOINTS)) as saver:
+        async with AsyncSqliteSaver.from_conn_string(str(run_dir.checkpoints)) as saver:
             app = build_graph(ctx).compile(checkpointer=saver)
             config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 1000}
             first = None if resume else {"iteration": 0}
@@ -196,7 +198,7 @@ async def _loop(
                 _report(update, progress)
             state = (await app.aget_state(config)).values
     metrics = run_metrics(state, time.perf_counter() - started)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+    run_dir.metrics.write_text(json.dumps(metrics, indent=2, default=str) + "\n")
     write_run_report(out, metrics, state.get("kept", []))
     return RunResult(out, metrics, metrics["seconds"])
 

@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autofe.run_dir import RunDir
+
 
 def write_run_report(out: Path, metrics: dict[str, Any], kept: Sequence[dict[str, Any]]) -> Path:
-    """Write ``out/report.html``; return its path."""
+    """Write the run's ``report.html``; return its path."""
     parts = [
         f"<h1>autofe run {html.escape(out.name)}</h1>",
         _p(
@@ -45,7 +47,7 @@ def write_run_report(out: Path, metrics: dict[str, Any], kept: Sequence[dict[str
         "<h2>Kept features by importance</h2>",
         _table(["feature", "category", "share of gain", "iteration"], _kept_rows(kept)),
     ]
-    page = out / "report.html"
+    page = RunDir(out).report
     style = "body{font-family:sans-serif;max-width:1000px;margin:2em auto}td,th{padding:2px 8px}"
     page.write_text(
         f'<!doctype html><html><head><meta charset="utf-8"><title>autofe run</title>'
