@@ -44,8 +44,8 @@ from autofe.evals.manual import manual_features
 from autofe.ingest.ingest import ingest
 from autofe.modeling.predict import predict_run
 from autofe.modeling.registry import Registry
-from autofe.pipelines.serve import Service, predict_given
 from autofe.pipelines.serve_models import PredictRequest
+from autofe.pipelines.serve_service import Service, predict_given
 from autofe.pipelines.train import train_model
 
 WARM_UP = 200

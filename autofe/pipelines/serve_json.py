@@ -8,7 +8,7 @@ an infinite price. Read here, each becomes a :class:`BodyRefused` naming where i
 body, before validation or a model sees it. Nesting is bounded for the same reason: a few
 hundred levels overflow the serializers downstream.
 
-Standard library only; :mod:`autofe.pipelines.serve` reads every JSON body through
+Standard library only; :mod:`autofe.pipelines.serve_routes` reads every JSON body through
 :func:`read_json`.
 """
 
