@@ -12,9 +12,10 @@ configurations, unseen hardware.
 - ``leave-one-machine-type-out``: each node type in turn is the test set, the model trained on
   every other type: how will my job run on hardware it has never run on?
 
-Every feature set gets the same model (LightGBM on log duration, fixed trees and seeds, one
-thread) and the same folds. The reference is LightGBM on the dataset's **raw columns**: the
-run table's own known-at-submit columns plus the cluster fields its mapping names.
+Every feature set gets the same model, the one ``autofe train`` fits (LightGBM on log duration,
+its parameters, seeds and one thread; :data:`FIXED_TREES` trees instead of early stopping), and
+the same folds. The reference is LightGBM on the dataset's **raw columns**: the run table's own
+known-at-submit columns plus the cluster fields its mapping names.
 """
 
 from __future__ import annotations
@@ -34,24 +35,15 @@ from autofe.featurespec import FeatureSpec
 from autofe.modeling.conformal import conformal_quantile
 from autofe.modeling.dataset import Dataset, FeatureValues, Value, build_dataset, labelled_runs
 from autofe.modeling.metrics import score
+from autofe.modeling.train import regressor
 from autofe.schema import HARDWARE_COLUMNS
 from autofe.warehouse.connect import open_warehouse
 
 Folds = list[tuple[NDArray[np.intp], NDArray[np.intp]]]
 K = 5
-PARAMS: dict[str, Any] = {
-    "n_estimators": 400,
-    "learning_rate": 0.05,
-    "num_leaves": 15,
-    "min_child_samples": 5,
-    "subsample": 0.8,
-    "subsample_freq": 1,
-    "colsample_bytree": 0.8,
-    "n_jobs": 1,
-    "deterministic": True,
-    "force_row_wise": True,
-    "verbose": -1,
-}
+FIXED_TREES = 400
+"""Trees of every protocol model: the product's model (:func:`autofe.modeling.train.regressor`)
+grown to a fixed size instead of early-stopped, so every fold's model has the same trees."""
 CLUSTER_COLUMNS = HARDWARE_COLUMNS
 
 
@@ -172,7 +164,7 @@ def fit_predict(
     data: Dataset, train: NDArray[np.intp], test: NDArray[np.intp], seed: int = 0
 ) -> NDArray[np.float64]:
     """Log-duration predictions for ``test`` by the protocol model fitted on ``train``."""
-    model = _model(seed).fit(data.x[train], np.log(data.seconds[train]))
+    model = regressor(seed, FIXED_TREES).fit(data.x[train], np.log(data.seconds[train]))
     return np.asarray(model.predict(data.x[test]), dtype=np.float64)
 
 
@@ -190,7 +182,7 @@ def interval_highs(
     log_y = np.log(data.seconds)
     for train, test in folds:
         fit_rows, cal_rows = _hold_back(train, groups, seed)
-        model = _model(seed).fit(data.x[fit_rows], log_y[fit_rows])
+        model = regressor(seed, FIXED_TREES).fit(data.x[fit_rows], log_y[fit_rows])
         residuals = np.abs(model.predict(data.x[cal_rows]) - log_y[cal_rows])
         high[test] = p50[test] * np.exp(conformal_quantile(residuals, level))
     return high
@@ -206,12 +198,6 @@ def _hold_back(
     held = set(names[: max(1, len(names) // 5)])
     mask = np.array([groups[i] in held for i in rows])
     return rows[~mask], rows[mask]
-
-
-def _model(seed: int) -> Any:
-    from lightgbm import LGBMRegressor
-
-    return LGBMRegressor(random_state=seed, **PARAMS)
 
 
 PROTOCOLS: tuple[tuple[str, Callable[[Groups, int], Folds]], ...] = (
