@@ -551,8 +551,8 @@ def run_command(
     import os
     from datetime import UTC, datetime
 
-    from autofe.agents.graph import LoopSettings, Targets
     from autofe.agents.llm import LLMSettings
+    from autofe.agents.settings import LoopSettings, Targets
     from autofe.pipelines.run import RunSettings
     from autofe.pipelines.run import resume as resume_run
     from autofe.pipelines.run import run as start_run
@@ -633,8 +633,8 @@ def nightly(
     Exit codes: 0 done (promoted or kept), 2 bad input, 3 done but some workspace files were
     skipped, 75 another nightly run holds the lock (docs/nightly.md).
     """
-    from autofe.agents.graph import LoopSettings
     from autofe.agents.llm import LLMSettings
+    from autofe.agents.settings import LoopSettings
     from autofe.console import EXIT_LOCKED
     from autofe.errors import ConfigError, LockHeld
     from autofe.pipelines.nightly import NightlySettings, nightly_history

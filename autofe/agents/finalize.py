@@ -1,4 +1,4 @@
-"""The last node's work: the kept features become a catalog and a model scored on the holdout.
+"""The finalize node: the kept features become a catalog and a model scored on the holdout.
 
 The holdout (the latest runs by submit time) was never seen by the evaluator, so its score is
 the honest one; the saved model is then refit on every labelled run, as ``autofe train`` does.
@@ -12,43 +12,57 @@ from typing import Any
 
 import numpy as np
 
-from autofe.agents.state import Candidate, Kept
+from autofe.agents.context import LoopContext, Node
+from autofe.agents.state import Feature, LoopState
 from autofe.feature_catalog import save_catalog
 from autofe.featurespec import FeatureSpec, Provenance
 from autofe.modeling.artifact import Artifact, library_versions, save_model
 from autofe.modeling.dataset import LABELLED_SQL, as_labelled, build_dataset
 from autofe.modeling.evaluate import evaluate_holdout
 from autofe.modeling.train import fit
+from autofe.run_dir import RunDir
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.connect import schema_fingerprint
 from autofe.warehouse.feature_store import read_store_values
 
-FEATURES_DIR = "features"
+
+def finalize_node(ctx: LoopContext) -> Node:
+    """The node: the catalog, the model and its holdout score; the round's fields cleared."""
+
+    async def finalize(state: LoopState) -> dict[str, Any]:
+        kept = state.get("kept", [])
+        specs = [feature_spec(k, ctx.backend.name) for k in kept]
+        holdout = ctx.settings.evaluation.holdout
+        final = finalize_model(ctx.db, ctx.store, kept, specs, ctx.out_dir, holdout)
+        return {"final": final, "candidates": []}
+
+    return finalize
 
 
-def kept_specs(
-    kept: Sequence[Kept], proposals: Sequence[Candidate], backend: str
-) -> list[FeatureSpec]:
-    """The kept features as specs (value types from their proposals)."""
-    value_types = {c["name"]: c["value_type"] for c in proposals}
-    return [
-        FeatureSpec(
-            name=k["name"],
-            sql=k["sql"],
-            category=k["category"],  # type: ignore[arg-type]
-            value_type=value_types.get(k["name"], "DOUBLE"),  # type: ignore[arg-type]
-            rationale=k["rationale"],
-            kb_refs=tuple(k["kb_refs"]),
-            provenance=Provenance(agent="analyzer", backend=backend),
-        )
-        for k in kept
-    ]
+def feature_spec(feature: Feature, backend: str) -> FeatureSpec:
+    """The one place a loop's feature becomes a catalog entry.
+
+    >>> f = Feature(name="n", sql="SELECT run_id, 1 AS value FROM runs", category="history",
+    ...             value_type="DOUBLE", rationale="", kb_refs=["kb1"], origin="llm")
+    >>> spec = feature_spec(f, "offline")
+    >>> spec.kb_refs, spec.provenance.agent, spec.provenance.backend
+    (('kb1',), 'analyzer', 'offline')
+    """
+    return FeatureSpec(
+        name=feature["name"],
+        sql=feature["sql"],
+        category=feature["category"],  # type: ignore[arg-type]
+        value_type=feature["value_type"],  # type: ignore[arg-type]
+        rationale=feature["rationale"],
+        kb_refs=tuple(feature["kb_refs"]),
+        provenance=Provenance(agent="analyzer", backend=backend),
+    )
 
 
 def finalize_model(
     db: Path,
     store: Path,
-    kept: Sequence[Kept],
+    kept: Sequence[Feature],
     specs: Sequence[FeatureSpec],
     out_dir: Path,
     holdout: float,
@@ -57,9 +71,9 @@ def finalize_model(
     """Write the catalog and the model; return the holdout metrics and where things went."""
     if not kept:
         return {"features": 0, "model": None, "holdout": None}
-    save_catalog(out_dir / FEATURES_DIR, list(specs))
-    by_id = read_store_values(store, [k["feature_id"] for k in kept])
-    values = {k["name"]: by_id.get(k["feature_id"], {}) for k in kept}
+    save_catalog(RunDir(out_dir).features, list(specs))
+    by_id = read_store_values(store, [k["gate"]["feature_id"] for k in kept])
+    values = {k["name"]: by_id.get(k["gate"]["feature_id"], {}) for k in kept}
     with Sandbox.open(db) as sandbox:  # agrees with the tools server's open sandbox
         runs = as_labelled(sandbox.query(LABELLED_SQL).rows)
     data = build_dataset(runs, values)

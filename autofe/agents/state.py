@@ -2,22 +2,47 @@
 
 Lists that grow over the run (everything proposed, accepted, rejected, the per-iteration record)
 carry an ``operator.add`` reducer, so a node returns only its new items; per-round fields
-(``candidates``, ``materialized``, ``feedback``) are replaced. Everything is plain JSON data, so
+(``candidates``, ``feedback``) are replaced. Everything is plain JSON data, so
 the SQLite checkpointer can store it and a resumed run continues from the last finished node.
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 StopReason = Literal[
     "targets_met", "max_iterations", "budget_seconds", "budget_tokens", "no_candidates"
 ]
 
 
-class Candidate(TypedDict):
-    """A proposed feature (the shape of :class:`autofe.agents.llm.Proposal`, plus origin)."""
+class GateVerdict(TypedDict):
+    """The extractor's verdict: the MCP ``materialize_feature`` answer for one feature."""
+
+    feature_id: str
+    """Where its values are in the feature store ('' when a tool failure stopped it)."""
+    accepted: bool
+    gate: str
+    """The first rejecting gate ('' when accepted)."""
+    reasons: list[str]
+    coverage: float | None
+
+
+class EvalVerdict(TypedDict):
+    """Why the evaluator kept a feature."""
+
+    importance: float
+    psi: float
+    iteration: int
+
+
+class Feature(TypedDict):
+    """One feature as the loop carries it, from proposal to catalog.
+
+    The proposal's fields (the shape of :class:`autofe.agents.llm.Proposal`, plus origin);
+    the extractor attaches ``gate``, the evaluator ``evaluation`` to the features it keeps,
+    and finalize turns the kept ones into :class:`~autofe.featurespec.FeatureSpec`.
+    """
 
     name: str
     sql: str
@@ -27,32 +52,8 @@ class Candidate(TypedDict):
     kb_refs: list[str]
     origin: str
     """How it was made: a recipe id, ``variant:<recipe>``, ``combine:<a>,<b>``, ``llm``."""
-
-
-class Materialized(TypedDict):
-    """The extractor's result for one candidate (the MCP ``materialize_feature`` answer)."""
-
-    name: str
-    feature_id: str
-    accepted: bool
-    gate: str
-    """The first rejecting gate ('' when accepted)."""
-    reasons: list[str]
-    coverage: float | None
-
-
-class Kept(TypedDict):
-    """A feature the evaluator kept, with why."""
-
-    name: str
-    feature_id: str
-    category: str
-    sql: str
-    rationale: str
-    kb_refs: list[str]
-    importance: float
-    psi: float
-    iteration: int
+    gate: NotRequired[GateVerdict]
+    evaluation: NotRequired[EvalVerdict]
 
 
 class Dropped(TypedDict):
@@ -83,13 +84,16 @@ class LoopState(TypedDict, total=False):
     """The graph's state (every key optional: nodes return partial updates)."""
 
     iteration: int
-    candidates: list[Candidate]
-    materialized: list[Materialized]
+    profile: dict[str, Any]
+    """What the workspace holds (:func:`~autofe.agents.analyze.build_profile`), built once."""
+    candidates: list[Feature]
+    """This round's features: as proposed after analyze, with their gate verdict after extract."""
     feedback: dict[str, Any]
     proposed_ids: Annotated[list[str], operator.add]
-    proposals: Annotated[list[Candidate], operator.add]
-    """Every candidate proposed so far (value types and origins of kept features)."""
-    kept: Annotated[list[Kept], operator.add]
+    proposals: Annotated[list[Feature], operator.add]
+    """Every feature proposed so far, as proposed."""
+    kept: Annotated[list[Feature], operator.add]
+    """Every feature kept so far, with both verdicts."""
     dropped: Annotated[list[Dropped], operator.add]
     history: Annotated[list[Iteration], operator.add]
     best_score: dict[str, float]

@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from autofe.agents.graph import LoopSettings
 from autofe.agents.llm import LLMSettings
+from autofe.agents.settings import LoopSettings
 from autofe.config import IngestSettings, workspace_path
 from autofe.errors import ConfigError, ModelError, WarehouseError
 from autofe.feature_catalog import CATALOG_FILE, load_catalog

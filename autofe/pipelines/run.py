@@ -25,10 +25,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autofe.agents.evaluator import EvalSettings
-from autofe.agents.graph import LoopContext, LoopSettings, Targets, build_graph
+from autofe.agents.context import LoopContext
+from autofe.agents.graph import build_graph
 from autofe.agents.llm import LLMSettings, make_backend
 from autofe.agents.planner import OfflinePlanner
+from autofe.agents.settings import EvalSettings, LoopSettings, Targets
 from autofe.agents.toolbox import McpToolbox
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autofe.agents.state import Feature
 from autofe.run_dir import RunDir
 
 
-def write_run_report(out: Path, metrics: dict[str, Any], kept: Sequence[dict[str, Any]]) -> Path:
+def write_run_report(out: Path, metrics: dict[str, Any], kept: Sequence[Feature]) -> Path:
     """Write the run's ``report.html``; return its path."""
     parts = [
         f"<h1>autofe run {html.escape(out.name)}</h1>",
@@ -71,10 +72,15 @@ def _iteration_row(h: dict[str, Any]) -> list[str]:
     ]
 
 
-def _kept_rows(kept: Sequence[dict[str, Any]]) -> list[list[str]]:
-    ordered = sorted(kept, key=lambda k: -float(k.get("importance", 0.0)))
+def _kept_rows(kept: Sequence[Feature]) -> list[list[str]]:
+    ordered = sorted(kept, key=lambda k: -float(k["evaluation"]["importance"]))
     return [
-        [k["name"], k["category"], f"{k.get('importance', 0.0):.1%}", str(k.get("iteration", ""))]
+        [
+            k["name"],
+            k["category"],
+            f"{k['evaluation']['importance']:.1%}",
+            str(k["evaluation"]["iteration"]),
+        ]
         for k in ordered
     ]
 

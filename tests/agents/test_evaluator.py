@@ -11,14 +11,10 @@ from typing import Any
 import duckdb
 import pytest
 
-from autofe.agents import evaluator
-from autofe.agents.evaluator import (
-    EvalSettings,
-    RoundResult,
-    evaluate_round,
-    training_runs,
-)
-from autofe.agents.state import Candidate, Materialized
+from autofe.agents import evaluate
+from autofe.agents.evaluate import RoundResult, evaluate_round, training_runs
+from autofe.agents.settings import EvalSettings
+from autofe.agents.state import Feature, GateVerdict
 from autofe.errors import WarehouseError
 from autofe.evals.manual import manual_features
 from autofe.featurespec import FeatureSpec
@@ -64,11 +60,10 @@ EXTRA = (
 )
 NOISE = ("noise_hash", "noise_hash_salted")
 SETTINGS = EvalSettings(psi_max=0.25)  # the stability screen on (it is off by default)
-Pair = tuple[Candidate, Materialized]
 
 
-def candidate(spec: FeatureSpec) -> Candidate:
-    return Candidate(
+def gated(spec: FeatureSpec, verdict: GateVerdict) -> Feature:
+    return Feature(
         name=spec.name,
         sql=spec.sql,
         category=spec.category,
@@ -76,12 +71,12 @@ def candidate(spec: FeatureSpec) -> Candidate:
         rationale=spec.rationale,
         kb_refs=list(spec.kb_refs),
         origin="manual",
+        gate=verdict,
     )
 
 
-def materialized(result: MaterializeResult) -> Materialized:
-    return Materialized(
-        name=result.name,
+def verdict(result: MaterializeResult) -> GateVerdict:
+    return GateVerdict(
         feature_id=result.feature_id,
         accepted=result.accepted,
         gate=result.reasons[0].gate if result.reasons else "",
@@ -96,54 +91,53 @@ def store(tmp_path_factory: pytest.TempPathFactory, example_warehouse: Path) -> 
 
 
 @pytest.fixture(scope="module")
-def pairs(example_warehouse: Path, store: Path) -> dict[str, Pair]:
+def features(example_warehouse: Path, store: Path) -> dict[str, Feature]:
     """Every test feature gated and materialised into ``store`` (all pass the gates)."""
     manual = {s.name: s for s in manual_features()}
     specs = [manual[n] for n in (*GOOD, DRIFTING)] + list(EXTRA)
-    out: dict[str, Pair] = {}
+    out: dict[str, Feature] = {}
     with Sandbox.open(example_warehouse) as box:
         ctx = gate_context(example_warehouse, box)
         for spec in specs:
             result = materialize_feature(spec, ctx, box, store)
             assert result.accepted, (spec.name, result.reasons)
-            out[spec.name] = (candidate(spec), materialized(result))
+            out[spec.name] = gated(spec, verdict(result))
     return out
 
 
-def pick(pairs: dict[str, Pair], names: Sequence[str]) -> list[Pair]:
-    return [pairs[n] for n in names]
+def pick(features: dict[str, Feature], names: Sequence[str]) -> list[Feature]:
+    return [features[n] for n in names]
 
 
-def rejected_by_gate() -> Pair:
+def rejected_by_gate() -> Feature:
     spec = FeatureSpec(name="leaky", sql="SELECT run_id, duration_s FROM runs", category="history")
-    result = Materialized(
-        name="leaky",
+    result = GateVerdict(
         feature_id=spec.feature_id,
         accepted=False,
         gate="leakage",
         reasons=["reads the label"],
         coverage=None,
     )
-    return candidate(spec), result
+    return gated(spec, result)
 
 
-def first_round(db: Path, store: Path, pairs: dict[str, Pair]) -> RoundResult:
-    new = [*pick(pairs, (*GOOD, DRIFTING, "constant_one")), rejected_by_gate()]
+def first_round(db: Path, store: Path, features: dict[str, Feature]) -> RoundResult:
+    new = [*pick(features, (*GOOD, DRIFTING, "constant_one")), rejected_by_gate()]
     return evaluate_round(db, store, [], new, 1, None, SETTINGS)
 
 
 @pytest.fixture(scope="module")
-def first(example_warehouse: Path, store: Path, pairs: dict[str, Pair]) -> RoundResult:
-    return first_round(example_warehouse, store, pairs)
+def first(example_warehouse: Path, store: Path, features: dict[str, Feature]) -> RoundResult:
+    return first_round(example_warehouse, store, features)
 
 
 @pytest.fixture(scope="module")
 def second(
-    example_warehouse: Path, store: Path, pairs: dict[str, Pair], first: RoundResult
+    example_warehouse: Path, store: Path, features: dict[str, Feature], first: RoundResult
 ) -> RoundResult:
     """Only noise, plus a second proposal of a feature already kept."""
-    again = next(p for p in pick(pairs, GOOD) if p[0]["name"] == first.kept[0]["name"])
-    new = [*pick(pairs, NOISE), again]
+    again = next(f for f in pick(features, GOOD) if f["name"] == first.kept[0]["name"])
+    new = [*pick(features, NOISE), again]
     return evaluate_round(example_warehouse, store, first.kept, new, 2, first.cv.r2, SETTINGS)
 
 
@@ -180,9 +174,10 @@ def test_first_round_keeps_features_with_gain_and_scores_them(
 ) -> None:
     kept = {k["name"]: k for k in first.kept}
     assert len(kept) >= 3 and set(kept) <= set(GOOD)
-    assert sum(k["importance"] for k in first.kept) == pytest.approx(1.0, abs=1e-4)
-    assert all(k["importance"] > 0 and k["iteration"] == 1 for k in first.kept)
-    assert all(0 <= k["psi"] <= SETTINGS.psi_max for k in first.kept)
+    verdicts = [k["evaluation"] for k in first.kept]
+    assert sum(v["importance"] for v in verdicts) == pytest.approx(1.0, abs=1e-4)
+    assert all(v["importance"] > 0 and v["iteration"] == 1 for v in verdicts)
+    assert all(0 <= v["psi"] <= SETTINGS.psi_max for v in verdicts)
     # each GOOD feature is kept, or dropped for drift or lack of gain: nothing else can happen
     assert {n for n, s in stages(first).items() if n in GOOD} == set(GOOD) - set(kept)
     assert all(s in {"lift", "stability"} for n, s in stages(first).items() if n in GOOD)
@@ -201,10 +196,10 @@ def test_a_round_of_noise_does_not_lower_the_score(first: RoundResult, second: R
 
 
 def test_an_unreachable_best_keeps_the_previous_set(
-    example_warehouse: Path, store: Path, pairs: dict[str, Pair], first: RoundResult
+    example_warehouse: Path, store: Path, features: dict[str, Feature], first: RoundResult
 ) -> None:
     best = first.cv.r2 + 1.0
-    new = pick(pairs, NOISE)
+    new = pick(features, NOISE)
     result = evaluate_round(example_warehouse, store, first.kept, new, 2, best, SETTINGS)
     assert result.kept == []
     assert set(stages(result)) == set(NOISE) and set(stages(result).values()) == {"lift"}
@@ -217,7 +212,7 @@ def test_an_unreachable_best_keeps_the_previous_set(
 def test_the_holdout_tail_is_never_used(
     example_warehouse: Path,
     store: Path,
-    pairs: dict[str, Pair],
+    features: dict[str, Feature],
     labelled: list[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -225,9 +220,9 @@ def test_the_holdout_tail_is_never_used(
     assert len(labelled) >= 390 and len(head) == round(len(labelled) * 0.8)
     assert tuple(r[0] for r in training_runs(example_warehouse, SETTINGS)) == head
     seen: list[tuple[str, ...]] = []
-    monkeypatch.setattr(evaluator, "fit", spy(fit, seen))
-    monkeypatch.setattr(evaluator, "cross_validate", spy(cross_validate, seen))
-    evaluate_round(example_warehouse, store, [], pick(pairs, GOOD[:4]), 1, None, SETTINGS)
+    monkeypatch.setattr(evaluate, "fit", spy(fit, seen))
+    monkeypatch.setattr(evaluate, "cross_validate", spy(cross_validate, seen))
+    evaluate_round(example_warehouse, store, [], pick(features, GOOD[:4]), 1, None, SETTINGS)
     assert seen and all(ids == head for ids in seen)
 
 
@@ -256,16 +251,16 @@ def test_feedback_has_the_documented_keys_and_is_json(
         mapes = [j["mape"] for j in fb["worst_jobs"]]
         assert mapes == sorted(mapes, reverse=True)
         assert sum(b["runs"] for b in fb["worst_buckets"]) == scored_runs
-        assert {b["bucket"] for b in fb["worst_buckets"]} <= set(evaluator.BUCKETS)
+        assert {b["bucket"] for b in fb["worst_buckets"]} <= set(evaluate.BUCKETS)
         assert all(set(f) == {"name", "importance", "category"} for f in fb["top_features"])
         assert len(fb["dropped"]) == len(result.dropped)
     assert {d["name"] for d in first.feedback["dropped"]} >= {"constant_one", DRIFTING}
 
 
 def test_same_inputs_same_result(
-    example_warehouse: Path, store: Path, pairs: dict[str, Pair], first: RoundResult
+    example_warehouse: Path, store: Path, features: dict[str, Feature], first: RoundResult
 ) -> None:
-    again = first_round(example_warehouse, store, pairs)
+    again = first_round(example_warehouse, store, features)
     assert (again.kept, again.dropped, again.cv, again.feedback) == (
         first.kept,
         first.dropped,
@@ -275,10 +270,10 @@ def test_same_inputs_same_result(
 
 
 def test_store_values_by_feature_and_run(
-    example_warehouse: Path, store: Path, pairs: dict[str, Pair]
+    example_warehouse: Path, store: Path, features: dict[str, Feature]
 ) -> None:
-    node_type = pairs["cfg_node_type"][1]["feature_id"]
-    total_cores = pairs["cfg_total_cores"][1]["feature_id"]
+    node_type = features["cfg_node_type"]["gate"]["feature_id"]
+    total_cores = features["cfg_total_cores"]["gate"]["feature_id"]
     values = read_store_values(store, [node_type, total_cores, "0000000000000000"])
     assert values["0000000000000000"] == {}
     with duckdb.connect(str(example_warehouse), read_only=True) as con:

@@ -11,9 +11,10 @@ import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from mcp.client import Client
 
-from autofe.agents.evaluator import EvalSettings
-from autofe.agents.graph import LoopContext, LoopSettings, Targets, build_graph
+from autofe.agents.context import LoopContext
+from autofe.agents.graph import build_graph
 from autofe.agents.llm import Proposal, ProposalBatch, ProposalRequest, Usage
+from autofe.agents.settings import EvalSettings, LoopSettings, Targets
 from autofe.agents.toolbox import McpToolbox
 from autofe.evals.manual import manual_features
 from autofe.knowledge_base.embeddings import HashingEmbedder

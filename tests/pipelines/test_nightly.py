@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from autofe.agents.evaluator import EvalSettings
-from autofe.agents.graph import LoopSettings, Targets
+from autofe.agents.settings import EvalSettings, LoopSettings, Targets
 from autofe.cli import app
 from autofe.config import example_workspace
 from autofe.console import EXIT_USER_ERROR

@@ -1,4 +1,4 @@
-"""The evaluator: which of a round's new features to keep, and feedback for the next round.
+"""The evaluate node: which of a round's new features to keep, and feedback for the next round.
 
 The extractor has already gated and materialised the round's candidates. Here each survivor is
 screened for usefulness on the training runs (coverage, constant, NaN) and for stability over
@@ -17,14 +17,16 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from autofe.agents.state import Candidate, Dropped, Kept, Materialized
+from autofe.agents.context import LoopContext, Node
+from autofe.agents.settings import EvalSettings
+from autofe.agents.state import Dropped, EvalVerdict, Feature, Iteration, LoopState
 from autofe.errors import ConfigError
 from autofe.modeling.dataset import LABELLED_SQL, Labelled, Value, as_labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, cross_validate
@@ -43,43 +45,73 @@ BUCKET_EDGES = (10.0, 100.0, 1000.0, 10000.0)
 BUCKETS = ("<10s", "10-100s", "100-1000s", "1000-10000s", ">=10000s")
 WORST_JOBS = 5
 TOP_FEATURES = 10
+DEFAULT_SETTINGS = EvalSettings()
 
 
-@dataclass(frozen=True)
-class EvalSettings:
-    """How the evaluator splits, screens and scores.
+def evaluate_node(ctx: LoopContext) -> Node:
+    """The node: the round's decisions, its record, and the feedback for the next round (the
+    stop rule is the graph's, :func:`autofe.agents.graph.stop_after`)."""
 
-    ``limits`` are the sandbox limits the warehouse is read with: DuckDB refuses a second
-    configuration of a file in one process, so they must match any sandbox this process already
-    holds open on the warehouse (the MCP server's).
+    async def evaluate(state: LoopState) -> dict[str, Any]:
+        started = ctx.clock()
+        iteration = state.get("iteration", 0)
+        new = state.get("candidates", [])
+        best = best_r2(state.get("history", []))
+        kept = state.get("kept", [])
+        settings = ctx.settings.evaluation
+        result = evaluate_round(ctx.db, ctx.store, kept, new, iteration, best, settings)
+        score = {"r2": result.cv.r2, "mape": result.cv.mape, "mae_s": result.cv.mae_s}
+        seconds = {**state.get("phase_seconds", {}), "evaluate": ctx.clock() - started}
+        record = Iteration(
+            iteration=iteration,
+            proposed=len(new),
+            gated=sum(f["gate"]["accepted"] for f in new),
+            kept=len(result.kept),
+            features=len(kept) + len(result.kept),
+            cv_r2=result.cv.r2,
+            cv_mape=result.cv.mape,
+            seconds={k: round(v, 3) for k, v in seconds.items()},
+            tokens=state.get("tokens", 0),
+        )
+        return {
+            "kept": result.kept,
+            "dropped": gate_drops(new, iteration) + result.dropped,
+            "feedback": result.feedback,
+            "history": [record],
+            "best_score": score,
+            "iteration": iteration + 1,
+            "phase_seconds": {},
+        }
+
+    return evaluate
+
+
+def gate_drops(features: Sequence[Feature], iteration: int) -> list[Dropped]:
+    """The round's gate rejections, as drops (``gate:<name>``) beside the evaluator's own."""
+    return [
+        _dropped(f["name"], f"gate:{f['gate']['gate']}", "; ".join(f["gate"]["reasons"]), iteration)
+        for f in features
+        if not f["gate"]["accepted"]
+    ]
+
+
+def best_r2(history: Sequence[Iteration]) -> float | None:
+    """The best CV R² so far: a round may score up to the tolerance below it, never the best
+    itself drifting down round after round.
+
+    >>> best_r2([]), best_r2([{"cv_r2": 0.5}, {"cv_r2": 0.49}])  # type: ignore[list-item]
+    (None, 0.5)
     """
-
-    holdout: float = 0.2
-    """The latest share of labelled runs (by submit time) the evaluator never reads."""
-    folds: int = 4
-    min_train: float = 0.5
-    psi_max: float = math.inf
-    """PSI above which a new feature is dropped as unstable. Off by default: every feature's PSI
-    is measured and reported, but on a workspace whose job mix and data sizes change over the
-    month (the example's) most useful features drift (job ids 3.8, input files 5.8) while pure
-    noise already scores 0.14 on 160 runs per half; a screen at 0.25 dropped half the manual
-    set and cut CV R² by 0.2."""
-    min_coverage: float = 0.5
-    tolerance: float = 0.002
-    """CV R² points a round may lose against the best score and still count as no worse."""
-    seed: int = 0
-    limits: SandboxLimits = field(default_factory=SandboxLimits)
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.holdout < 1.0:
-            raise ConfigError(f"evaluator holdout share must be in [0, 1), not {self.holdout}")
+    scores = [h["cv_r2"] for h in history if h["cv_r2"] == h["cv_r2"]]  # NaN: nothing kept yet
+    return max(scores, default=None)
 
 
 @dataclass
 class RoundResult:
     """One round's decisions: features kept and dropped here, the set's CV score, feedback."""
 
-    kept: list[Kept]
+    kept: list[Feature]
+    """The new features kept, with the evaluator's verdict attached."""
     dropped: list[Dropped]
     """Only the evaluator's drops (quality, stability, lift); gate rejections are the caller's."""
     cv: Metrics
@@ -92,13 +124,13 @@ class RoundResult:
 class _Survivor:
     """A new feature that passed the quality and stability screens."""
 
-    candidate: Candidate
+    feature: Feature
     feature_id: str
     psi: float
 
     @property
     def name(self) -> str:
-        return self.candidate["name"]
+        return self.feature["name"]
 
 
 @dataclass(frozen=True)
@@ -115,7 +147,7 @@ class _Trial:
         return self.evaluation.metrics.r2 if self.evaluation else math.nan
 
 
-def training_runs(db: Path, settings: EvalSettings = EvalSettings()) -> Labelled:
+def training_runs(db: Path, settings: EvalSettings = DEFAULT_SETTINGS) -> Labelled:
     """The labelled runs the evaluator may use: all but the latest ``settings.holdout`` share.
 
     Raises:
@@ -146,11 +178,11 @@ def _read_warehouse(db: Path, limits: SandboxLimits) -> tuple[Labelled, dict[str
 def evaluate_round(
     db: Path,
     store: Path,
-    kept: Sequence[Kept],
-    new: Sequence[tuple[Candidate, Materialized]],
+    kept: Sequence[Feature],
+    new: Sequence[Feature],
     iteration: int,
     best_r2: float | None,
-    settings: EvalSettings = EvalSettings(),
+    settings: EvalSettings = DEFAULT_SETTINGS,
 ) -> RoundResult:
     """Decide which of a round's accepted features to keep, score the set, write feedback.
 
@@ -166,7 +198,7 @@ def evaluate_round(
         db: the warehouse (labelled runs, job names).
         store: the feature store the extractor wrote the round's values to.
         kept: every feature kept in earlier rounds.
-        new: this round's candidates with the extractor's results; rejected ones are skipped.
+        new: this round's candidates with the extractor's verdicts; rejected ones are skipped.
         iteration: the round number stamped on kept and dropped items.
         best_r2: the best CV R² so far (None on the first round: anything is accepted).
         settings: splits, thresholds, seed.
@@ -182,11 +214,11 @@ def evaluate_round(
     started = time.perf_counter()
     runs, job_names = _read_warehouse(db, settings.limits)
     train = _without_holdout(runs, settings.holdout)
-    fresh = [(c, m) for c, m in new if m["accepted"]]
-    ids = [k["feature_id"] for k in kept] + [m["feature_id"] for _, m in fresh]
+    fresh = [f for f in new if f["gate"]["accepted"]]
+    ids = [k["gate"]["feature_id"] for k in kept] + [f["gate"]["feature_id"] for f in fresh]
     stored = read_store_values(store, ids)
     survivors, dropped = _screen(fresh, kept, stored, train, settings, iteration)
-    values = {k["name"]: stored[k["feature_id"]] for k in kept}
+    values = {k["name"]: stored[k["gate"]["feature_id"]] for k in kept}
     values |= {s.name: stored[s.feature_id] for s in survivors}
     base = tuple(k["name"] for k in kept)
     tried = _choose(train, values, base, tuple(s.name for s in survivors), best_r2, settings)
@@ -194,7 +226,7 @@ def evaluate_round(
     kept_now = [_kept(s, chosen, iteration) for s in survivors if s.name in chosen.names]
     dropped += [d for s in survivors if (d := _lifted(s, tried, best_r2, settings, iteration))]
     categories = {k["name"]: k["category"] for k in kept}
-    categories |= {s.name: s.candidate["category"] for s in survivors}
+    categories |= {s.name: s.feature["category"] for s in survivors}
     jobs = {r[0]: r[1] for r in train}
     feedback = _feedback(chosen, dropped, categories, jobs, job_names)
     metrics = chosen.evaluation.metrics if chosen.evaluation else _no_metrics()
@@ -205,8 +237,8 @@ def evaluate_round(
 
 
 def _screen(
-    fresh: Sequence[tuple[Candidate, Materialized]],
-    kept: Sequence[Kept],
+    fresh: Sequence[Feature],
+    kept: Sequence[Feature],
     stored: Mapping[str, Mapping[str, Value]],
     train: Labelled,
     settings: EvalSettings,
@@ -217,12 +249,13 @@ def _screen(
     jobs = {r[0]: r[1] for r in train}
     half = len(run_ids) // 2
     names = {k["name"] for k in kept}
-    feature_ids = {k["feature_id"] for k in kept}
+    feature_ids = {k["gate"]["feature_id"] for k in kept}
     survivors: list[_Survivor] = []
     dropped: list[Dropped] = []
-    for candidate, result in fresh:
-        name, values = candidate["name"], stored[result["feature_id"]]
-        issue = _duplicate(name, result["feature_id"], names, feature_ids)
+    for feature in fresh:
+        name, feature_id = feature["name"], feature["gate"]["feature_id"]
+        values = stored[feature_id]
+        issue = _duplicate(name, feature_id, names, feature_ids)
         issue = issue or quality_issue(values, jobs, settings.min_coverage)
         if issue:
             dropped.append(_dropped(name, "quality", issue, iteration))
@@ -234,9 +267,9 @@ def _screen(
             reason = f"PSI {shift:.3f} between early and late training runs > {settings.psi_max}"
             dropped.append(_dropped(name, "stability", reason, iteration))
             continue
-        survivors.append(_Survivor(candidate, result["feature_id"], shift))
+        survivors.append(_Survivor(feature, feature_id, shift))
         names.add(name)
-        feature_ids.add(result["feature_id"])
+        feature_ids.add(feature_id)
     return survivors, dropped
 
 
@@ -331,19 +364,13 @@ def _gain_shares(model: RuntimeModel) -> dict[str, float]:
     }
 
 
-def _kept(survivor: _Survivor, chosen: _Trial, iteration: int) -> Kept:
-    c = survivor.candidate
-    return Kept(
-        name=c["name"],
-        feature_id=survivor.feature_id,
-        category=c["category"],
-        sql=c["sql"],
-        rationale=c["rationale"],
-        kb_refs=list(c["kb_refs"]),
-        importance=round(chosen.shares[c["name"]], 6),
+def _kept(survivor: _Survivor, chosen: _Trial, iteration: int) -> Feature:
+    verdict = EvalVerdict(
+        importance=round(chosen.shares[survivor.name], 6),
         psi=round(survivor.psi, 6),
         iteration=iteration,
     )
+    return {**survivor.feature, "evaluation": verdict}
 
 
 def _lifted(

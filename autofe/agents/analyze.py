@@ -1,9 +1,11 @@
-"""The analyzer: profile the workspace, retrieve know-how, and ask a backend for features.
+"""The analyze node: profile the workspace, retrieve know-how, and ask a backend for features.
 
-Round 0 retrieves with what the profile shows (which tables have rows, job types, run
-parameters); later rounds retrieve with the evaluator's feedback (the jobs and runtime buckets
-with the largest errors). Every retrieved document reaches the backend as a snippet; the
-backend (offline planner or LLM) answers with proposals, which become this round's candidates.
+The profile is built once, in the first round, and carried in the state. Round 0 retrieves
+with what the profile shows (which tables have rows, job types, run parameters); later rounds
+retrieve with the evaluator's feedback (the jobs and runtime buckets with the largest errors).
+Every retrieved document reaches the backend as a snippet; the backend (offline planner or LLM)
+answers with proposals, which become this round's candidates (:func:`proposed_feature` is the
+one place a :class:`~autofe.agents.llm.Proposal` becomes a :class:`~autofe.agents.state.Feature`).
 """
 
 from __future__ import annotations
@@ -11,8 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autofe.agents.llm import KnowledgeSnippet, LLMBackend, ProposalBatch, ProposalRequest
-from autofe.agents.state import Candidate, LoopState
+from autofe.agents.context import LoopContext, Node
+from autofe.agents.llm import (
+    KnowledgeSnippet,
+    LLMBackend,
+    Proposal,
+    ProposalBatch,
+    ProposalRequest,
+)
+from autofe.agents.state import Feature, LoopState
 from autofe.agents.toolbox import Toolbox
 from autofe.featurespec import FeatureSpec
 from autofe.knowledge_base.retrieve import KnowledgeBase
@@ -36,6 +45,36 @@ EVENT_LOG_QUERIES = (
 )
 PYTHON_QUERIES = ("python UDFs and pandas", "machine learning training: rows, features, iterations")
 DOCS_PER_QUERY = 6
+
+
+def analyze_node(ctx: LoopContext) -> Node:
+    """The node: this round's candidates (the workspace profile too, in the first round)."""
+
+    async def analyze(state: LoopState) -> dict[str, Any]:
+        started = ctx.clock()
+        profile = state.get("profile") or await build_profile(ctx.tools)
+        iteration = state.get("iteration", 0)
+        texts = queries(profile, state.get("feedback", {}), iteration)
+        used = {ref for c in state.get("proposals", []) for ref in c["kb_refs"]}
+        knowledge = retrieve(ctx.kb, texts, used)
+        seed = ctx.seed if iteration == 0 else ()
+        feedback = warm_feedback(planner_feedback(state), seed)
+        batch = propose(
+            ctx.backend, profile, knowledge, feedback, iteration, ctx.settings.per_round
+        )
+        taken = {c["name"] for c in state.get("proposals", [])}
+        proposed = [*catalog_candidates(seed), *candidates_of(batch, ctx.backend)]
+        candidates = unique_names(proposed, taken)
+        tokens = batch.usage.prompt_tokens + batch.usage.completion_tokens
+        return {
+            "profile": profile,
+            "candidates": candidates,
+            "proposals": candidates,
+            "tokens": state.get("tokens", 0) + tokens,
+            "phase_seconds": {"analyze": ctx.clock() - started},
+        }
+
+    return analyze
 
 
 async def build_profile(tools: Toolbox) -> dict[str, Any]:
@@ -148,45 +187,61 @@ def _snippet(kb: KnowledgeBase, doc_id: str) -> KnowledgeSnippet:
 def planner_feedback(state: LoopState) -> dict[str, Any]:
     """The evaluator's feedback plus what a backend needs to avoid repeats and build on kept
     features (their SQL, importance, value type and origin)."""
-    by_name: dict[str, Candidate] = {c["name"]: c for c in state.get("proposals", [])}
-    kept = []
-    for k in state.get("kept", []):
-        source = by_name.get(k["name"])
-        value_type = source["value_type"] if source else "DOUBLE"
-        origin = source["origin"] if source else k["name"]
-        kept.append({**k, "value_type": value_type, "origin": origin})
     return {
         **state.get("feedback", {}),
-        "kept": kept,
+        "kept": [kept_for_planner(k) for k in state.get("kept", [])],
         "proposed_ids": list(state.get("proposed_ids", [])),
     }
 
 
-def candidates_of(batch: ProposalBatch, backend: LLMBackend) -> list[Candidate]:
+def kept_for_planner(feature: Feature) -> dict[str, Any]:
+    """A kept feature flat, as the backend reads it (its keys are part of an LLM's prompt)."""
+    return {
+        "name": feature["name"],
+        "feature_id": feature["gate"]["feature_id"],
+        "category": feature["category"],
+        "sql": feature["sql"],
+        "rationale": feature["rationale"],
+        "kb_refs": feature["kb_refs"],
+        **feature["evaluation"],
+        "value_type": feature["value_type"],
+        "origin": feature["origin"],
+    }
+
+
+def candidates_of(batch: ProposalBatch, backend: LLMBackend) -> list[Feature]:
     """The batch's proposals as candidates (the offline planner's rationale names its origin)."""
-    return [
-        Candidate(
-            name=p.name,
-            sql=p.sql,
-            category=p.category,
-            value_type=p.value_type,
-            rationale=p.rationale,
-            kb_refs=list(p.kb_refs),
-            origin="llm" if backend.name != "offline" else p.name,
-        )
-        for p in batch.proposals
-    ]
+    offline = backend.name == "offline"
+    return [proposed_feature(p, p.name if offline else "llm") for p in batch.proposals]
+
+
+def proposed_feature(proposal: Proposal, origin: str) -> Feature:
+    """The one place a backend's proposal becomes the loop's feature.
+
+    >>> p = Proposal(name="n", sql="SELECT run_id, 1 AS value FROM runs", category="history")
+    >>> proposed_feature(p, "llm")["origin"], proposed_feature(p, "llm")["value_type"]
+    ('llm', 'DOUBLE')
+    """
+    return Feature(
+        name=proposal.name,
+        sql=proposal.sql,
+        category=proposal.category,
+        value_type=proposal.value_type,
+        rationale=proposal.rationale,
+        kb_refs=list(proposal.kb_refs),
+        origin=origin,
+    )
 
 
 CATALOG_ORIGIN = "catalog"
 
 
-def catalog_candidates(specs: Sequence[FeatureSpec]) -> list[Candidate]:
+def catalog_candidates(specs: Sequence[FeatureSpec]) -> list[Feature]:
     """A saved catalog's features as candidates (origin ``catalog``): a warm-started run
     re-proposes every feature of the model it may replace, so each passes the gates and the
     evaluator again on today's warehouse instead of being trusted because it once did."""
     return [
-        Candidate(
+        Feature(
             name=s.name,
             sql=s.sql,
             category=s.category,
@@ -214,11 +269,11 @@ def warm_feedback(feedback: dict[str, Any], seed: Sequence[FeatureSpec]) -> dict
     return {**feedback, "proposed_ids": ids}
 
 
-def unique_names(candidates: list[Candidate], taken: set[str]) -> list[Candidate]:
+def unique_names(candidates: list[Feature], taken: set[str]) -> list[Feature]:
     """Rename candidates whose name is already used (a model may reuse names for new SQL).
 
-    >>> c = Candidate(name="a", sql="", category="history", value_type="DOUBLE", rationale="",
-    ...               kb_refs=[], origin="a")
+    >>> c = Feature(name="a", sql="", category="history", value_type="DOUBLE", rationale="",
+    ...             kb_refs=[], origin="a")
     >>> [x["name"] for x in unique_names([c, c], {"a"})]
     ['a_2', 'a_3']
     """
@@ -230,7 +285,7 @@ def unique_names(candidates: list[Candidate], taken: set[str]) -> list[Candidate
             n += 1
             name = f"{c['name'][:76]}_{n}"
         used.add(name)
-        out.append(Candidate(**{**c, "name": name}))
+        out.append(Feature(**{**c, "name": name}))
     return out
 
 
