@@ -575,15 +575,24 @@ def in_cte_scope(table: exp.Table) -> bool:
     [False]
     """
     name = table.name.lower()
+    return any(cte.alias_or_name.lower() == name for cte in visible_ctes(table))
+
+
+def visible_ctes(table: exp.Table) -> Iterator[exp.Expr]:
+    """The CTEs visible where ``table`` stands, nearest first (DuckDB's scoping rules, as in
+    :func:`in_cte_scope`): the name's own WITH first, the last CTE of each WITH first.
+
+    >>> q = sqlglot.parse_one("WITH a AS (SELECT 1), b AS (SELECT * FROM a) SELECT * FROM b")
+    >>> [[c.alias for c in visible_ctes(t)] for t in q.find_all(exp.Table)]
+    [['b', 'a'], ['a']]
+    """
     child: exp.Expr = table
     while (parent := child.parent) is not None:
-        if any(cte.alias_or_name.lower() == name for cte in _visible_ctes(parent, child)):
-            return True
+        yield from reversed(_visible_here(parent, child))
         child = parent
-    return False
 
 
-def _visible_ctes(parent: exp.Expr, child: exp.Expr) -> list[exp.Expr]:
+def _visible_here(parent: exp.Expr, child: exp.Expr) -> list[exp.Expr]:
     if isinstance(parent, exp.With):
         return list(parent.expressions) if parent.recursive else parent.expressions[: child.index]
     with_ = parent.args.get("with_")

@@ -25,7 +25,7 @@ from sqlglot.optimizer.scope import Scope, ScopeType, traverse_scope
 
 from autofe.errors import SandboxViolation, Untranspilable
 from autofe.sandbox.duck_types import parse_feature, typed_tree
-from autofe.sandbox.guard import guard_sql
+from autofe.sandbox.guard import guard_sql, visible_ctes
 from autofe.sandbox.spark_rules import spark_node
 from autofe.warehouse.catalog import code_catalog
 
@@ -155,19 +155,5 @@ def resolve_cte(table: exp.Table) -> exp.CTE | None:
     if table.db or not isinstance(table.this, exp.Identifier):
         return None
     name = table.name.lower()
-    child: exp.Expr = table
-    while (parent := child.parent) is not None:
-        for cte in reversed(_visible(parent, child)):
-            if isinstance(cte, exp.CTE) and cte.alias_or_name.lower() == name:
-                return cte
-        child = parent
-    return None
-
-
-def _visible(parent: exp.Expr, child: exp.Expr) -> list[exp.Expr]:
-    if isinstance(parent, exp.With):
-        return list(parent.expressions) if parent.recursive else parent.expressions[: child.index]
-    with_ = parent.args.get("with_")
-    if isinstance(with_, exp.With) and child is not with_:
-        return list(with_.expressions)
-    return []
+    found = (c for c in visible_ctes(table) if isinstance(c, exp.CTE))
+    return next((cte for cte in found if cte.alias_or_name.lower() == name), None)
