@@ -20,14 +20,14 @@ from autofe.warehouse.node_types import fill_hardware_facts
 from autofe.warehouse.write import transaction
 
 if TYPE_CHECKING:
-    from autofe.ingest.workspace import AppFacts
+    from autofe.ingest.workspace.linking import AppFacts
 
 Progress = Callable[[str], None]
 
 
 def app_facts(app: ParsedApplication) -> AppFacts:
     """What the workspace linker needs to know about a parsed application."""
-    from autofe.ingest.workspace import AppFacts
+    from autofe.ingest.workspace.linking import AppFacts
 
     return AppFacts(
         app_id=str(app.app_id),
@@ -45,15 +45,16 @@ def _ingest_workspace(
     pool: Executor | None,
     progress: Progress | None,
 ) -> None:
+    """The workspace's files, then its event logs, each application linked to its run."""
     from autofe.ingest.event_logs import ingest_event_logs
-    from autofe.ingest.workspace import ingest_workspace
+    from autofe.ingest.workspace.ingest_workspace import ingest_workspace
 
-    def ingest_logs(paths: list[Path], link: Callable[..., str | None]) -> None:
+    logs = ingest_workspace(con, root, report)
+    if logs is not None:
+        link = logs.link
         ingest_event_logs(
-            con, paths, report, lambda app: link(app_facts(app)), progress=progress, pool=pool
+            con, logs.paths, report, lambda app: link(app_facts(app)), progress=progress, pool=pool
         )
-
-    ingest_workspace(con, root, report, ingest_logs)
 
 
 def refusal(path: Path) -> str | None:
@@ -75,7 +76,7 @@ def ingest_one(
     """Ingest one input: a mapping file, a run table, a workspace folder or event logs."""
     from autofe.ingest.event_logs import ingest_event_logs
     from autofe.ingest.run_table import ingest_run_table
-    from autofe.ingest.workspace import is_workspace
+    from autofe.ingest.workspace.inputs import is_workspace
 
     refused = refusal(path)
     if refused:

@@ -18,7 +18,7 @@ from autofe.ingest.event_logs import Ready, application_rows, log_digest
 from autofe.ingest.eventlog.files import LogSource
 from autofe.ingest.eventlog.parse import parse_or_issue
 from autofe.ingest.ingest import app_facts
-from autofe.ingest.workspace import AppLinker
+from autofe.ingest.workspace.linking import AppLinker
 from autofe.schema import IngestIssue
 from autofe.warehouse.tables import table
 

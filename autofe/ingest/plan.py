@@ -19,7 +19,9 @@ from autofe.ingest.event_logs import NO_LOGS
 from autofe.ingest.eventlog.files import LogSource, find_event_logs
 from autofe.ingest.ingest import refusal
 from autofe.ingest.run_table import ingest_run_table
-from autofe.ingest.workspace import AppLinker, IngestLogs, ingest_workspace, is_workspace
+from autofe.ingest.workspace.ingest_workspace import WorkspaceLogs, ingest_workspace
+from autofe.ingest.workspace.inputs import is_workspace
+from autofe.ingest.workspace.linking import AppLinker
 from autofe.schema import IngestIssue, IngestReport
 from autofe.warehouse.node_types import fill_hardware_facts
 from autofe.warehouse.write import transaction
@@ -67,7 +69,9 @@ def _plan_one(con: duckdb.DuckDBPyConnection, path: Path, plan: IngestPlan) -> N
     elif path.suffix == ".toml":
         ingest_run_table(con, path, plan.report)
     elif path.is_dir() and is_workspace(path):
-        ingest_workspace(con, path, plan.report, _collector(plan))
+        logs = ingest_workspace(con, path, plan.report)
+        if logs is not None:
+            _collect(plan, logs)
     else:
         sources = find_event_logs(path)
         if not sources and path.is_dir():
@@ -75,15 +79,11 @@ def _plan_one(con: duckdb.DuckDBPyConnection, path: Path, plan: IngestPlan) -> N
         plan.logs.extend(PlannedLog(source, None) for source in sources)
 
 
-def _collector(plan: IngestPlan) -> IngestLogs:
-    """The workspace ingester's event-log hook: keep the logs and the runs they link to."""
-
-    def collect(paths: list[Path], link: AppLinker) -> None:
-        index = len(plan.linkers)
-        plan.linkers.append(link)
-        plan.logs.extend(PlannedLog(s, index) for p in paths for s in find_event_logs(p))
-
-    return collect
+def _collect(plan: IngestPlan, logs: WorkspaceLogs) -> None:
+    """Keep a workspace's event logs, each with the index of its workspace's run linker."""
+    index = len(plan.linkers)
+    plan.linkers.append(logs.link)
+    plan.logs.extend(PlannedLog(s, index) for p in logs.paths for s in find_event_logs(p))
 
 
 def _unique(logs: list[PlannedLog]) -> list[PlannedLog]:

@@ -6,7 +6,7 @@ import io
 import json
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,36 +14,15 @@ import duckdb
 import pytest
 import zstandard
 
-from autofe.ingest.workspace import (
-    CLUSTER_ID_PROP,
-    RUN_ID_PROP,
-    AppFacts,
-    AppLinker,
-    ingest_workspace,
-    is_workspace,
-)
+from autofe.ingest.workspace.ingest_workspace import WorkspaceLogs, ingest_workspace
+from autofe.ingest.workspace.inputs import is_workspace
+from autofe.ingest.workspace.linking import CLUSTER_ID_PROP, RUN_ID_PROP, AppFacts
 from autofe.schema import IngestReport
 from autofe.warehouse.connect import open_warehouse
 
 MINI = Path(__file__).resolve().parents[2] / "examples" / "workspaces" / "mini"
 REAL_LOG = "spark-rapids-tools/spark-events-qualification/db_subExecution_id.zstd"
 ALL_PURPOSE = "0207-201646-mku1a74m"
-
-
-@dataclass
-class FakeLogs:
-    """Stands in for the event-log ingester: records what it is handed."""
-
-    paths: list[Path] = field(default_factory=list)
-    links: list[AppLinker] = field(default_factory=list)
-
-    def __call__(self, paths: list[Path], link: AppLinker) -> None:
-        self.paths += paths
-        self.links.append(link)
-
-    @property
-    def link(self) -> AppLinker:
-        return self.links[-1]
 
 
 @dataclass(frozen=True)
@@ -94,13 +73,19 @@ def with_real_log(workspace: Path, real_app: RealApp) -> Path:
 
 
 def _ingest(
-    root: Path, db: Path, logs: FakeLogs | None = None
-) -> tuple[duckdb.DuckDBPyConnection, IngestReport, FakeLogs]:
-    logs = logs or FakeLogs()
+    root: Path, db: Path
+) -> tuple[duckdb.DuckDBPyConnection, IngestReport, WorkspaceLogs | None]:
     report = IngestReport()
     con = open_warehouse(db)
-    ingest_workspace(con, root, report, logs)
+    logs = ingest_workspace(con, root, report)
     return con, report, logs
+
+
+def _logs(root: Path, db: Path) -> WorkspaceLogs:
+    """The event logs the workspace returns for the event-log ingest (it has some)."""
+    _, _, logs = _ingest(root, db)
+    assert logs is not None
+    return logs
 
 
 def _one(con: duckdb.DuckDBPyConnection, sql: str, *params: Any) -> Any:
@@ -188,12 +173,19 @@ def test_scripts_loaded(workspace: Path, tmp_path: Path) -> None:
 
 
 def test_event_logs_handed_over_as_leaf_folders(with_real_log: Path, tmp_path: Path) -> None:
-    _, _, logs = _ingest(with_real_log, tmp_path / "w.duckdb")
+    logs = _logs(with_real_log, tmp_path / "w.duckdb")
     delivery = with_real_log / "cluster-logs"
     assert [p.relative_to(delivery).as_posix() for p in logs.paths] == [
         f"{ALL_PURPOSE}/eventlog/{ALL_PURPOSE}_10_13_1_10/8880912756278443690",
         "0214-020012-k9x2q1ab/eventlog/0214-020012-k9x2q1ab_10_139_64_12/7314159265358979323",
     ]
+
+
+def test_a_workspace_without_event_logs_returns_none(workspace: Path, tmp_path: Path) -> None:
+    shutil.rmtree(workspace / "cluster-logs")
+    shutil.rmtree(workspace / "eventlogs", ignore_errors=True)
+    _, report, logs = _ingest(workspace, tmp_path / "w.duckdb")
+    assert logs is None and report.runs == 6
 
 
 def _facts(
@@ -203,7 +195,7 @@ def _facts(
 
 
 def test_link_by_run_id_property(workspace: Path, tmp_path: Path) -> None:
-    _, _, logs = _ingest(workspace, tmp_path / "w.duckdb")
+    logs = _logs(workspace, tmp_path / "w.duckdb")
     elsewhere = tmp_path / "some.log"
     # A task run id resolves to its parent run (the runs row).
     assert logs.link(_facts(elsewhere, None, props={RUN_ID_PROP: "8005"})) == "8003"
@@ -214,7 +206,7 @@ def test_link_by_run_id_property(workspace: Path, tmp_path: Path) -> None:
 def test_link_real_log_by_delivery_folder(
     with_real_log: Path, real_app: RealApp, tmp_path: Path
 ) -> None:
-    _, _, logs = _ingest(with_real_log, tmp_path / "w.duckdb")
+    logs = _logs(with_real_log, tmp_path / "w.duckdb")
     run = json.loads((with_real_log / "runs" / "8002.json").read_text())
     props = real_app.properties
     assert run["cluster_instance"] == {
@@ -233,7 +225,7 @@ def test_link_real_log_by_delivery_folder(
 def test_link_real_log_by_cluster_and_time(
     with_real_log: Path, real_app: RealApp, tmp_path: Path
 ) -> None:
-    _, _, logs = _ingest(with_real_log, tmp_path / "w.duckdb")
+    logs = _logs(with_real_log, tmp_path / "w.duckdb")
     plain = tmp_path / "eventlogs" / "db_subExecution_id.zstd"  # not a delivery folder
     props = real_app.properties
     # The real log has no ApplicationEnd: its start must fall inside the run.
@@ -354,7 +346,7 @@ def test_batched_files_store_what_file_by_file_stores(
 ) -> None:
     """The shipped example's 500-odd JSON files, in batches of 7 and one by one: same rows."""
     from autofe.config import example_workspace
-    from autofe.ingest import workspace as ws
+    from autofe.ingest.workspace import ingest_workspace as ws
 
     stored = {}
     for size in (1, 7):
@@ -368,7 +360,7 @@ def test_batched_files_store_what_file_by_file_stores(
 def test_refused_file_in_a_batch_is_named_and_the_others_are_kept(
     monkeypatch: pytest.MonkeyPatch, workspace: Path, tmp_path: Path
 ) -> None:
-    from autofe.ingest import workspace as ws
+    from autofe.ingest.workspace import store as ws
     from autofe.warehouse.write import insert_rows as real_insert
 
     def refuse_run_8002(con: duckdb.DuckDBPyConnection, name: str, rows: Any, **kw: Any) -> int:
