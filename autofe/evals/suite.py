@@ -36,7 +36,7 @@ from autofe.evals.report import Report, build_report
 from autofe.feature_catalog import read_feature_set
 from autofe.featurespec import FeatureSpec
 from autofe.ingest.ingest import ingest
-from autofe.ingest.run_table import load_mapping
+from autofe.ingest.run_table.mapping import load_mapping
 from autofe.run_dir import RunDir
 
 MAPPINGS = Path(__file__).resolve().parents[2] / "examples" / "mappings"

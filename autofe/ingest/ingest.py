@@ -75,7 +75,7 @@ def ingest_one(
 ) -> None:
     """Ingest one input: a mapping file, a run table, a workspace folder or event logs."""
     from autofe.ingest.event_logs import ingest_event_logs
-    from autofe.ingest.run_table import ingest_run_table
+    from autofe.ingest.run_table.ingest_run_table import ingest_run_table
     from autofe.ingest.workspace.inputs import is_workspace
 
     refused = refusal(path)

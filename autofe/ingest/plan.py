@@ -18,7 +18,7 @@ import duckdb
 from autofe.ingest.event_logs import NO_LOGS
 from autofe.ingest.eventlog.files import LogSource, find_event_logs
 from autofe.ingest.ingest import refusal
-from autofe.ingest.run_table import ingest_run_table
+from autofe.ingest.run_table.ingest_run_table import ingest_run_table
 from autofe.ingest.workspace.ingest_workspace import WorkspaceLogs, ingest_workspace
 from autofe.ingest.workspace.inputs import is_workspace
 from autofe.ingest.workspace.linking import AppLinker

@@ -18,9 +18,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import autofe.ingest.run_table as run_table
+import autofe.ingest.run_table.store as run_table_store
 from autofe.errors import ConfigError
-from autofe.ingest.run_table import ingest_run_table, load_mapping
+from autofe.ingest.run_table.ingest_run_table import ingest_run_table
+from autofe.ingest.run_table.mapping import load_mapping
 from autofe.schema import IngestReport
 from autofe.warehouse.connect import open_warehouse
 
@@ -367,7 +368,9 @@ def test_a_failed_write_keeps_nothing_of_the_file(
     def broken(*_: object) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(run_table, "record_issues", broken)  # called after the rows are inserted
+    monkeypatch.setattr(
+        run_table_store, "record_issues", broken
+    )  # called after the rows are inserted
     with pytest.raises(RuntimeError, match="disk full"):
         _ingest(db, MAPPINGS / "dataproc-autoscaling.toml")
     for table in ("runs", "jobs", "cluster_configs", "run_attributes", "ingested_files"):

@@ -14,7 +14,7 @@ import pytest
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError
 from autofe.ingest.ingest import ingest
-from autofe.ingest.run_table import ingest_run_table
+from autofe.ingest.run_table.ingest_run_table import ingest_run_table
 from autofe.schema import IngestReport
 from autofe.warehouse.connect import open_warehouse
 from autofe.warehouse.node_types import (
