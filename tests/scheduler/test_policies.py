@@ -24,7 +24,8 @@ from autofe.scheduler.policies import (
     choose_static,
     get_policy,
 )
-from autofe.scheduler.simulate import SimulationSettings, seen_job, simulate
+from autofe.scheduler.simulate import SimulationSettings, simulate
+from autofe.scheduler.simulate_world import seen_job
 
 SHAPES = {
     # key: (p50, low, high, true)

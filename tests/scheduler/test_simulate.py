@@ -24,13 +24,8 @@ from autofe.scheduler.jobfile import Budget, JobSet, write_jobs
 from autofe.scheduler.jobs import Estimate, JobRequest, Tier
 from autofe.scheduler.policies import POLICIES
 from autofe.scheduler.report import JobRecord, Status, result_dict, summarize
-from autofe.scheduler.simulate import (
-    SimulationSettings,
-    noisy_estimate,
-    seen_job,
-    simulate,
-    simulate_all,
-)
+from autofe.scheduler.simulate import SimulationSettings, simulate, simulate_all
+from autofe.scheduler.simulate_world import noisy_estimate, seen_job
 
 runner = CliRunner()
 TIERS: tuple[Tier, ...] = ("P0", "P1", "P2", "P3")
