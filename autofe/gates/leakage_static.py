@@ -61,11 +61,8 @@ the completeness gate reports those.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
-from enum import IntEnum, StrEnum
-from typing import Literal
+from dataclasses import replace
 
-import sqlglot  # noqa: F401 (the doctests parse with it)
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
@@ -74,48 +71,57 @@ from sqlglot.optimizer.scope import Scope, build_scope, find_all_in_scope
 from autofe.featurespec import FeatureSpec
 from autofe.gates.codes import Leakage
 from autofe.gates.context import GateContext, Reason
+from autofe.gates.leakage_lineage import (
+    CLOCKS,
+    IDENTITY,
+    KNOWN,
+    RUN_ATTRIBUTE_VALUES,
+    SNAPSHOT_CUTOFF,
+    Bound,
+    Clock,
+    Env,
+    Fact,
+    Key,
+    Kind,
+    KnownOnly,
+    Level,
+    Mode,
+    Reading,
+    Source,
+    Tie,
+    Use,
+    WindowRead,
+    env_chain,
+    instantiate,
+    lookup,
+    row_sources,
+)
+from autofe.gates.leakage_sql import (
+    MONOTONE,
+    ascending,
+    below,
+    filtered_column,
+    frame_includes_current,
+    is_literal,
+    monotone,
+    operand_key,
+    orderings,
+    picks_rows,
+    positive_interval,
+    preceding_only,
+    projection_of,
+    reads_every_column,
+    restrictions,
+    span_of,
+    strip,
+    through_aggregate,
+    width,
+    window_shape,
+)
 from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
 from autofe.warehouse.catalog import WarehouseCatalog
 
 GATE = "leakage"
-
-
-class Level(IntEnum):
-    """What the query proves about a timestamp relative to the target's submit time T: at or
-    before it (or at or after, for lower bounds), or strictly so."""
-
-    UNKNOWN = 0
-    INCLUSIVE = 1
-    STRICT = 2
-
-
-class Clock(StrEnum):
-    """The timestamps that order facts (docs/schema.md, "ordered by")."""
-
-    SUBMIT = "submit"
-    END = "end"
-    AS_OF = "as_of"
-
-
-CLOCKS: dict[tuple[str, str], Clock] = {
-    ("runs", "submit_time"): Clock.SUBMIT,
-    ("runs", "end_time"): Clock.END,
-    ("applications", "end_time"): Clock.END,
-    ("table_stats", "as_of"): Clock.AS_OF,
-}
-SNAPSHOT_CUTOFF = Level.INCLUSIVE
-"""The bound a ``table_stats`` row needs: ``as_of <= T`` (``<`` is stricter, so it passes too).
-
-A snapshot's ``as_of`` is when it was taken, and a row is known from that instant
-(docs/schema.md): the lab writes each day's snapshot as of 00:00 UTC with exactly what a run
-submitted that day reads, so a run submitted at 00:00 already has it. Like another run's
-submit-time facts (``submit_time <= T``) and unlike its end (a run ending at T has not reported
-yet), a snapshot is known at the instant it is dated. The dynamic check's worlds agree: they
-alter or delete only snapshots with ``as_of > T`` (``world.table_stats_sql``)."""
-IDENTITY = ("run_id", "app_key")
-"""Columns whose equality ties two row sources to the same run."""
-RUN_ATTRIBUTE_VALUES = ("value", "value_text")
-KNOWN = "known_at_submit"
 
 SEVERITY: tuple[Leakage, ...] = (
     Leakage.LABEL,
@@ -126,127 +132,8 @@ SEVERITY: tuple[Leakage, ...] = (
     Leakage.UNBOUNDED_HISTORY,
     Leakage.FUTURE_ROWS,
 )
-
-Kind = Literal["runs", "snapshot", "run_child", "static"]
-Mode = Literal["filter", "pick", "selected"]
-"""How a derived column may stand for a source column.
-
-``filter``: row for row, so a filter on it filters the source's rows (no LIMIT, DISTINCT ON
-or scalar subquery in between: those pick rows by looking at all of them first). ``pick``:
-also one row's value picked by LIMIT or a scalar subquery. ``selected``: also one row's value
-picked by an aggregate (MAX, ARG_MAX, ANY_VALUE...). A picked value obeys every bound its rows
-obey and belongs to one of their runs, but filtering on it is not filtering those rows
-(``MAX(end_time) < T`` keeps a group because of its latest run)."""
-SELECTORS = (exp.Max, exp.Min, exp.ArgMax, exp.ArgMin, exp.AnyValue, exp.First, exp.Last)
-
-
-@dataclass(frozen=True, eq=False)
-class Source:
-    """One row source: a reference to a warehouse table, or the frame rows a window reads."""
-
-    table: str
-    alias: str
-    node: exp.Expr
-    frame_of: Source | None = None
-
-
-Key = tuple[Source, Clock]
-
-
-@dataclass(eq=False)
-class Env:
-    """A scope instantiated where it is read, so each reference has its own row sources."""
-
-    scope: Scope
-    parent: Env | None
-    sources: dict[str, Source | Env] = field(default_factory=dict)
-    branches: list[Env] = field(default_factory=list)
-    """Set-operation operands, or the query inside a LATERAL."""
-    subqueries: dict[int, Env] = field(default_factory=dict)
-    """Expression subqueries (scalar, EXISTS, IN) by ``id`` of their query node."""
-
-    @property
-    def select(self) -> exp.Select | None:
-        expression = self.scope.expression
-        return expression if isinstance(expression, exp.Select) else None
-
-
-@dataclass(frozen=True)
-class Bound:
-    """``lhs < rhs`` / ``lhs <= rhs`` (``upper``) or ``lhs > rhs`` / ``lhs >= rhs`` for the rows
-    filtered in ``where``; rhs is at most (at least) every key listed."""
-
-    lhs: Key
-    strict: bool
-    rhs: tuple[Key, ...]
-    where: Env
-    upper: bool = True
-
-
-@dataclass(frozen=True)
-class Tie:
-    """The rows of ``src`` belong to the run of ``other`` (run_id / app_key equality)."""
-
-    src: Source
-    other: Source
-    where: Env
-
-
-@dataclass(frozen=True)
-class KnownOnly:
-    """A run_attributes source filtered to ``availability = 'known_at_submit'``."""
-
-    src: Source
-    where: Env
-
-
-Fact = Bound | Tie | KnownOnly
-
-
-@dataclass(frozen=True)
-class Use:
-    """A source's column (or, when ``column`` is None, its rows) reaching the output."""
-
-    src: Source
-    column: str | None
-    node: exp.Expr
-    via: exp.Expr | None = None
-    """The outer reference that demanded it, for a span when ``node`` has none (star
-    expansion)."""
-    projected: bool = False
-    """Part of the output value (not a filter or join key): the best column to name."""
-
-
-@dataclass(frozen=True)
-class WindowShape:
-    """A window call with its (possibly named) definition resolved."""
-
-    window: exp.Window
-    fn: exp.Expr
-    partition: tuple[exp.Expr, ...]
-    order: tuple[exp.Ordered, ...]
-    spec: exp.WindowSpec | None
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How a walk reaches columns: through a window's frame, from an outer reference (``via``),
-    and whether as part of the output value or of a filter."""
-
-    frame: WindowRead | None = None
-    via: exp.Expr | None = None
-    projected: bool = False
-
-
-@dataclass(frozen=True)
-class WindowRead:
-    """A window evaluated over the rows of ``env``."""
-
-    shape: WindowShape
-    env: Env
-    rows: frozenset[Source]
-    includes_current: bool
-    """The frame contains the current row, so the function reads it too."""
+"""Most specific first: each offending source gets its earliest code here, and the reasons
+come in this order."""
 
 
 def check_static_leakage(spec: FeatureSpec, ctx: GateContext) -> list[Reason]:
@@ -294,354 +181,6 @@ def _qualified(sql: str, catalog: WarehouseCatalog) -> Scope | None:
         return None
 
 
-# --- instantiating scopes --------------------------------------------------------------------
-
-
-def _instantiate(scope: Scope, parent: Env | None, envs: list[Env]) -> Env:
-    """Give ``scope`` fresh row sources; CTEs and derived tables are instantiated per read."""
-    env = Env(scope, parent)
-    envs.append(env)
-    if isinstance(scope.expression, exp.SetOperation):
-        env.branches = [_instantiate(s, env, envs) for s in scope.set_operation_scopes]
-    elif scope.is_udtf:
-        env.branches = [_instantiate(s, env, envs) for s in scope.subquery_scopes]
-    elif isinstance(scope.expression, exp.Select):
-        _instantiate_select(env, envs)
-    return env
-
-
-def _instantiate_select(env: Env, envs: list[Env]) -> None:
-    scope = env.scope
-    for name, node in scope.references:
-        source = scope.sources.get(name)
-        if isinstance(source, Scope):
-            env.sources[name] = _instantiate(source, env, envs)
-        elif isinstance(node, exp.Table):
-            env.sources[name] = Source(node.name.lower(), name, node)
-    for sub in scope.subquery_scopes:
-        env.subqueries[id(sub.expression)] = _instantiate(sub, env, envs)
-
-
-def _lookup(env: Env | None, alias: str) -> Source | Env | None:
-    """Resolve a table alias from ``env`` outwards (correlated references)."""
-    while env is not None:
-        found = env.sources.get(alias)
-        if found is not None:
-            return found
-        env = env.parent
-    return None
-
-
-def _rows(env: Env) -> Iterator[Source]:
-    """The warehouse row sources whose rows make up ``env``'s rows."""
-    for source in env.sources.values():
-        if isinstance(source, Source):
-            yield source
-        else:
-            yield from _rows(source)
-    for branch in env.branches:
-        yield from _rows(branch)
-
-
-def _chain(env: Env) -> Iterator[Env]:
-    """``env`` and the scopes feeding its FROM: where conjuncts filter rows before a window."""
-    yield env
-    for source in env.sources.values():
-        if isinstance(source, Env):
-            yield from _chain(source)
-    for branch in env.branches:
-        yield from _chain(branch)
-
-
-# --- SQL shape helpers -----------------------------------------------------------------------
-
-
-def _conjuncts(predicate: exp.Expr | None) -> list[exp.Expr]:
-    """Top-level AND operands; anything under OR / NOT stays one opaque conjunct.
-
-    >>> [c.sql() for c in _conjuncts(sqlglot.parse_one("a < b AND (c = d AND (e OR f))"))]
-    ['a < b', 'c = d', 'e OR f']
-    """
-    if predicate is None:
-        return []
-    if isinstance(predicate, exp.Paren):
-        return _conjuncts(predicate.this)
-    if isinstance(predicate, exp.And):
-        return _conjuncts(predicate.this) + _conjuncts(predicate.expression)
-    return [predicate]
-
-
-_FLIPPED: dict[type[exp.Expr], tuple[bool, bool]] = {
-    # comparison -> (operands swapped, strict) when read as "small < big" / "small <= big"
-    exp.LT: (False, True),
-    exp.LTE: (False, False),
-    exp.GT: (True, True),
-    exp.GTE: (True, False),
-}
-_NEGATED: dict[type[exp.Expr], type[exp.Expr]] = {
-    exp.LT: exp.GTE,
-    exp.LTE: exp.GT,
-    exp.GT: exp.LTE,
-    exp.GTE: exp.LT,
-}
-
-
-def _orderings(predicate: exp.Expr) -> list[tuple[exp.Expr, exp.Expr, bool]]:
-    """A conjunct read as ``(small, big, strict)``: ``small < big`` or ``small <= big``.
-
-    >>> [(a.sql(), b.sql(), s) for a, b, s in _orderings(sqlglot.parse_one("NOT (x > y)"))]
-    [('x', 'y', False)]
-    >>> [(a.sql(), b.sql(), s) for a, b, s in _orderings(sqlglot.parse_one("x BETWEEN a AND b"))]
-    [('x', 'b', False), ('a', 'x', False)]
-    """
-    predicate = _strip(predicate)
-    comparison = _strip(predicate.this) if isinstance(predicate, exp.Not) else None
-    if comparison is not None and type(comparison) in _NEGATED:
-        predicate = _NEGATED[type(comparison)](
-            this=comparison.this, expression=comparison.expression
-        )
-    if type(predicate) in _FLIPPED:
-        swapped, strict = _FLIPPED[type(predicate)]
-        a, b = predicate.this, predicate.expression
-        return [(b, a, strict)] if swapped else [(a, b, strict)]
-    if isinstance(predicate, exp.EQ):
-        a, b = predicate.this, predicate.expression
-        return [(a, b, False), (b, a, False)]
-    if isinstance(predicate, exp.Between):
-        low, high = predicate.args["low"], predicate.args["high"]
-        return [(predicate.this, high, False), (low, predicate.this, False)]
-    return []
-
-
-def _restrictions(
-    select: exp.Select, everyone: frozenset[str]
-) -> Iterator[tuple[exp.Expr, frozenset[str]]]:
-    """Each WHERE / ON conjunct with the aliases whose rows it filters."""
-    from_ = select.args.get("from_")
-    seen: list[str] = [from_.this.alias_or_name] if from_ else []
-    for join in select.args.get("joins") or []:
-        name = join.this.alias_or_name
-        filtered = _join_filters(join, name, seen)
-        seen.append(name)
-        for conjunct in _conjuncts(join.args.get("on")):
-            yield conjunct, filtered
-    where = select.args.get("where")
-    for conjunct in _conjuncts(where.this if where else None):
-        yield conjunct, everyone
-
-
-def _join_filters(join: exp.Join, name: str, before: list[str]) -> frozenset[str]:
-    """An ON clause filters only the null-supplying side of an outer join."""
-    if join.kind == "ANTI" or join.side == "LEFT":
-        return frozenset({name})
-    if join.side == "RIGHT":
-        return frozenset(before)
-    if join.side == "FULL":
-        return frozenset()
-    return frozenset([*before, name])
-
-
-def _has_aggregate(expression: exp.Expr) -> bool:
-    """An aggregate outside windows and nested queries."""
-    stack = [expression]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, exp.AggFunc):
-            return True
-        if not isinstance(node, (exp.Window, exp.Query)) or node is expression:
-            stack.extend(node.iter_expressions())
-    return False
-
-
-def _aggregated(select: exp.Select) -> bool:
-    return bool(select.args.get("group")) or any(_has_aggregate(e) for e in select.expressions)
-
-
-def _grouped_by(select: exp.Select, column: exp.Column) -> bool:
-    group = select.args.get("group")
-    if group is None:
-        return False
-    return bool(group.args.get("all")) or any(e == column for e in group.expressions)
-
-
-def _projection(select: exp.Select, key: str | int) -> exp.Expr | None:
-    if isinstance(key, int):
-        return select.expressions[key] if key < len(select.expressions) else None
-    return next((e for e in select.expressions if e.alias_or_name == key), None)
-
-
-def _index(query: exp.Query, key: str | int) -> int | None:
-    if isinstance(key, int):
-        return key
-    names = query.named_selects
-    return names.index(key) if key in names else None
-
-
-def _branch_key(env: Env, key: str | int) -> str | int | None:
-    """The key to ask a branch for: set operations answer by position, a LATERAL by name."""
-    expression = env.scope.expression
-    return _index(expression, key) if isinstance(expression, exp.SetOperation) else key
-
-
-def _through_aggregate(select: exp.Select, projection: exp.Expr, mode: Mode) -> exp.Expr | None:
-    """What a projection passes through: a column (a group key when aggregated, or picked by
-    a selector aggregate in ``selected`` mode) or a scalar subquery."""
-    expression = _strip(projection.unalias())
-    while isinstance(expression, (exp.IgnoreNulls, exp.RespectNulls)):
-        expression = expression.this
-    if isinstance(expression, SELECTORS) and mode == "selected":
-        expression = _strip(expression.this)
-    elif isinstance(expression, exp.Column) and _aggregated(select):
-        return expression if _grouped_by(select, expression) else None
-    if isinstance(expression, exp.Subquery):
-        return expression if mode != "filter" else None
-    return expression if isinstance(expression, exp.Column) else None
-
-
-def _picks_rows(query: exp.Expr) -> bool:
-    """LIMIT / OFFSET / DISTINCT ON choose rows after looking at all of them."""
-    distinct = query.args.get("distinct")
-    on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
-    return any(query.args.get(k) is not None for k in ("limit", "offset", "fetch")) or bool(on)
-
-
-def _width(expression: exp.Expr) -> int:
-    return len(expression.selects) if isinstance(expression, exp.Query) else 0
-
-
-def _reads_every_column(node: exp.Expr) -> bool:
-    """DuckDB's ``COLUMNS(...)`` and stars left unexpanded (``* LIKE 'x%'``); not COUNT(*)."""
-    if isinstance(node, exp.Columns):
-        return True
-    return isinstance(node, exp.Star) and not isinstance(node.parent, exp.Count)
-
-
-def _is_literal(node: exp.Expr | None, value: str) -> bool:
-    return isinstance(node, exp.Literal) and node.is_string and node.this == value
-
-
-def _positive_interval(node: exp.Expr) -> bool:
-    """``INTERVAL '3' DAY`` with a positive amount (subtracting it moves strictly earlier)."""
-    if not isinstance(node, exp.Interval) or not isinstance(node.this, exp.Literal):
-        return False
-    try:
-        return float(str(node.this.this).split()[0]) > 0
-    except (ValueError, IndexError):
-        return False
-
-
-_TIME_CASTS = (
-    exp.DataType.Type.DATE,
-    exp.DataType.Type.TIMESTAMP,
-    exp.DataType.Type.TIMESTAMPTZ,
-    exp.DataType.Type.DATETIME,
-)
-
-
-_MONOTONE = (exp.TimeToUnix, exp.UnixToTime)
-"""epoch() / epoch_ms(): order-preserving, so ``epoch(a) < epoch(b)`` is ``a < b``."""
-
-
-def _monotone(node: exp.Expr) -> exp.Expr | None:
-    inner: exp.Expr | None = node.this if isinstance(node, _MONOTONE) else None
-    return inner
-
-
-def _below(node: exp.Expr) -> exp.Expr | None:
-    """The argument of a transform whose result is at most that argument (truncation, casts
-    between time types, epoch conversions), else None."""
-    time_cast = isinstance(node, (exp.Cast, exp.TryCast)) and node.to.is_type(*_TIME_CASTS)
-    truncated = isinstance(node, (exp.TimestampTrunc, exp.DateTrunc))
-    inner: exp.Expr | None = node.this if time_cast or truncated else _monotone(node)
-    return inner
-
-
-def _filtered_column(env: Env, node: exp.Expr, filtered: frozenset[str]) -> exp.Column | None:
-    """``node`` if it is a column of a source of ``env`` whose rows the conjunct filters."""
-    if isinstance(node, exp.Column) and node.table in filtered and node.table in env.sources:
-        return node
-    return None
-
-
-def _strip(node: exp.Expr) -> exp.Expr:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
-
-
-def _span(*nodes: exp.Expr | None) -> tuple[int, int] | None:
-    """Character span ``sql[start:end]`` of the first node that carries parser positions."""
-    for node in nodes:
-        if node is None:
-            continue
-        metas = [i.meta for i in node.find_all(exp.Identifier) if "start" in i.meta]
-        if metas:
-            return min(m["start"] for m in metas), max(m["end"] for m in metas) + 1
-    return None
-
-
-# --- windows ---------------------------------------------------------------------------------
-
-
-def _window_shape(window: exp.Window, select: exp.Select | None) -> WindowShape:
-    """Resolve ``OVER w`` against the SELECT's ``WINDOW w AS (...)`` definitions."""
-    definition = window
-    if window.alias and select is not None:
-        named = (w for w in select.args.get("windows") or [] if w.name == window.alias)
-        definition = next(named, window)
-    fn = window.this
-    while isinstance(fn, (exp.IgnoreNulls, exp.RespectNulls)):
-        fn = fn.this
-    order = definition.args.get("order")
-    return WindowShape(
-        window,
-        fn,
-        tuple(definition.args.get("partition_by") or ()),
-        tuple(order.expressions) if order else (),
-        definition.args.get("spec"),
-    )
-
-
-def _preceding_only(shape: WindowShape) -> bool:
-    """Whether every frame row sorts at or before the current row."""
-    fn = shape.fn
-    if isinstance(fn, (exp.Lead, exp.PercentRank, exp.CumeDist, exp.Ntile)) or not shape.order:
-        return False
-    if isinstance(fn, exp.Lag):
-        offset = fn.args.get("offset")
-        return offset is None or (offset.is_int and offset.to_py() >= 0)
-    if isinstance(fn, (exp.RowNumber, exp.Rank, exp.DenseRank)) or shape.spec is None:
-        return True
-    return _frame_ends_by_current_row(shape.spec)
-
-
-def _frame_ends_by_current_row(spec: exp.WindowSpec) -> bool:
-    end, end_side = spec.args.get("end"), spec.args.get("end_side")
-    if end is None:
-        return spec.args.get("start_side") == "PRECEDING" or spec.args.get("start") == "CURRENT ROW"
-    return end == "CURRENT ROW" or end_side == "PRECEDING"
-
-
-def _includes_current(shape: WindowShape) -> bool:
-    """Whether the frame contains the current row (so the window reads its own values)."""
-    fn, spec = shape.fn, shape.spec
-    if isinstance(fn, (exp.Lag, exp.Lead)):
-        offset = fn.args.get("offset")
-        return offset is not None and offset.is_int and offset.to_py() == 0
-    if spec is None:
-        return True
-    if spec.args.get("exclude") == "CURRENT ROW":
-        return False
-    start_side, end = spec.args.get("start_side"), spec.args.get("end")
-    end_before = spec.args.get("end_side") == "PRECEDING" and end != "UNBOUNDED"
-    return start_side != "FOLLOWING" and not end_before
-
-
-def _ascending(ordered: exp.Ordered) -> bool:
-    """Ascending with NULLs last, so earlier frame rows have non-NULL, smaller keys."""
-    return not ordered.args.get("desc") and not ordered.args.get("nulls_first")
-
-
 # --- the analysis ----------------------------------------------------------------------------
 
 
@@ -651,7 +190,7 @@ class _Analysis:
     def __init__(self, catalog: WarehouseCatalog, root: Scope) -> None:
         self.catalog = catalog
         self.envs: list[Env] = []
-        self.root = _instantiate(root, None, self.envs)
+        self.root = instantiate(root, None, self.envs)
         self.facts: list[Fact] = []
         self.uses: list[Use] = []
         self.windows: list[WindowRead] = []
@@ -668,18 +207,18 @@ class _Analysis:
     def passthrough(self, env: Env, key: str | int, mode: Mode) -> list[tuple[Source, str]] | None:
         """The warehouse columns an output column of ``env`` stands for, if it merely passes
         them through (every UNION branch must)."""
-        if mode == "filter" and _picks_rows(env.scope.expression):
+        if mode == "filter" and picks_rows(env.scope.expression):
             return None
         if env.select is None:
             return self._passthrough_branches(env, key, mode)
-        projection = _projection(env.select, key)
-        passed = _through_aggregate(env.select, projection, mode) if projection else None
+        projection = projection_of(env.select, key)
+        passed = through_aggregate(env.select, projection, mode) if projection else None
         return self._operand(env, passed, mode) if passed is not None else None
 
     def _passthrough_branches(
         self, env: Env, key: str | int, mode: Mode
     ) -> list[tuple[Source, str]] | None:
-        branch_key = _branch_key(env, key)
+        branch_key = operand_key(env, key)
         if branch_key is None:
             return None
         leaves: list[tuple[Source, str]] = []
@@ -693,7 +232,7 @@ class _Analysis:
     def passthrough_column(
         self, env: Env, column: exp.Column, mode: Mode
     ) -> list[tuple[Source, str]] | None:
-        found = _lookup(env, column.table) if column.table else None
+        found = lookup(env, column.table) if column.table else None
         if isinstance(found, Source):
             return [(found, column.name)]
         if isinstance(found, Env):
@@ -702,7 +241,7 @@ class _Analysis:
 
     def _operand(self, env: Env, node: exp.Expr, mode: Mode) -> list[tuple[Source, str]] | None:
         """What a predicate operand stands for: a column, or a scalar subquery's column."""
-        node = _strip(node)
+        node = strip(node)
         if isinstance(node, exp.Subquery):
             node = node.this
         if isinstance(node, exp.Query):
@@ -718,7 +257,7 @@ class _Analysis:
         for env in self.envs:
             if env.select is None:
                 continue
-            for conjunct, filtered in _restrictions(env.select, frozenset(env.sources)):
+            for conjunct, filtered in restrictions(env.select, frozenset(env.sources)):
                 self._facts_from(env, conjunct, filtered)
             for membership in find_all_in_scope(env.select, exp.In):
                 self._member_rows(env, membership)
@@ -732,7 +271,7 @@ class _Analysis:
             self._ties(inner, self._operand(env, membership.this, "selected") or [], env)
 
     def _facts_from(self, env: Env, predicate: exp.Expr, filtered: frozenset[str]) -> None:
-        for small, big, strict in _orderings(predicate):
+        for small, big, strict in orderings(predicate):
             self._bound(env, small, big, strict, filtered, upper=True)
             self._bound(env, big, small, strict, filtered, upper=False)
         if isinstance(predicate, exp.EQ):
@@ -761,10 +300,10 @@ class _Analysis:
             self.facts.append(Bound(key, strict or shifted, keys, env, upper))
 
     def _lhs_keys(self, env: Env, node: exp.Expr, filtered: frozenset[str]) -> list[Key]:
-        node = _strip(node)
-        while isinstance(node, _MONOTONE):
+        node = strip(node)
+        while isinstance(node, MONOTONE):
             node = node.this
-        column = _filtered_column(env, node, filtered)
+        column = filtered_column(env, node, filtered)
         leaves = self.passthrough_column(env, column, "filter") if column else None
         return [(s, CLOCKS[(s.table, c)]) for s, c in leaves or [] if (s.table, c) in CLOCKS]
 
@@ -772,12 +311,12 @@ class _Analysis:
         self, env: Env, node: exp.Expr, upper: bool
     ) -> tuple[tuple[Key, ...], bool] | None:
         """The keys a value is at most (``upper``) or at least, and whether strictly."""
-        node = _strip(node)
+        node = strip(node)
         shift = exp.Sub if upper else exp.Add
-        if isinstance(node, shift) and _positive_interval(node.expression):
+        if isinstance(node, shift) and positive_interval(node.expression):
             inner = self._reference(env, node.this, upper)
             return (inner[0], True) if inner else None
-        inner_node = _below(node) if upper else _monotone(node)
+        inner_node = below(node) if upper else monotone(node)
         if inner_node is not None:
             return self._reference(env, inner_node, upper)
         leaves = self._operand(env, node, "selected")
@@ -787,10 +326,10 @@ class _Analysis:
 
     def _equality(self, env: Env, a: exp.Expr, b: exp.Expr, filtered: frozenset[str]) -> None:
         """``a = b`` seen from ``a``'s side: a time bound, a known-only filter, or a tie."""
-        column = _filtered_column(env, _strip(a), filtered)
+        column = filtered_column(env, strip(a), filtered)
         if column is None:
             return
-        if _is_literal(_strip(b), KNOWN):
+        if is_literal(strip(b), KNOWN):
             self._known_only(env, column)
         mine = self.passthrough_column(env, column, "filter")
         self._ties(mine or [], self._operand(env, b, "selected") or [], env)
@@ -798,12 +337,12 @@ class _Analysis:
     def _membership(self, env: Env, predicate: exp.In, filtered: frozenset[str]) -> None:
         """As a filter, ``x IN (SELECT y ...)`` also ties x's rows to the subquery's;
         ``availability IN ('known_at_submit')`` is a known-only filter."""
-        column = _filtered_column(env, _strip(predicate.this), filtered)
+        column = filtered_column(env, strip(predicate.this), filtered)
         query = predicate.args.get("query")
         values = predicate.expressions
         if column is None:
             return
-        if query is None and values and all(_is_literal(v, KNOWN) for v in values):
+        if query is None and values and all(is_literal(v, KNOWN) for v in values):
             self._known_only(env, column)
         elif query is not None:
             outer = self.passthrough_column(env, column, "filter") or []
@@ -826,7 +365,7 @@ class _Analysis:
 
     def collect_uses(self) -> None:
         self.make_live(self.root)
-        for index in range(_width(self.root.scope.expression)):
+        for index in range(width(self.root.scope.expression)):
             self.demand(self.root, index, Reading(projected=True))
 
     def make_live(self, env: Env) -> None:
@@ -844,7 +383,7 @@ class _Analysis:
         for clause in self._clauses(env):
             self.walk(env, clause, Reading())
         if env.scope.expression.args.get("distinct"):
-            for index in range(_width(env.scope.expression)):
+            for index in range(width(env.scope.expression)):
                 self.demand(env, index, Reading())
 
     def _clauses(self, env: Env) -> Iterator[exp.Expr]:
@@ -866,11 +405,11 @@ class _Analysis:
             return
         self.demanded.add(memo)
         self.make_live(env)
-        branch_key = _branch_key(env, key)
+        branch_key = operand_key(env, key)
         if env.select is None and branch_key is not None:
             for branch in env.branches:
                 self.demand(branch, branch_key, reading)
-        projection = _projection(env.select, key) if env.select else None
+        projection = projection_of(env.select, key) if env.select else None
         if projection is not None:
             self.walk(env, projection, reading)
 
@@ -885,17 +424,17 @@ class _Analysis:
                 self._use_window(env, current, reading)
             elif isinstance(current, exp.Query) and not isinstance(current, exp.Subquery):
                 self._use_subquery(env, current, reading)
-            elif _reads_every_column(current):
+            elif reads_every_column(current):
                 self._use_every_column(env, current, reading)
             else:
                 stack.extend(current.iter_expressions())
 
     def _use_column(self, env: Env, column: exp.Column, reading: Reading) -> None:
         if not column.table:
-            if env.select is not None and _projection(env.select, column.name) is not None:
+            if env.select is not None and projection_of(env.select, column.name) is not None:
                 self.demand(env, column.name, reading)
             return
-        found = _lookup(env, column.table)
+        found = lookup(env, column.table)
         if isinstance(found, Source):
             for src in self._read_by(found, reading.frame):
                 self.uses.append(Use(src, column.name, column, reading.via, reading.projected))
@@ -906,7 +445,7 @@ class _Analysis:
         """``COLUMNS(...)`` or a star qualify could not expand: assume it reads everything."""
         for source in env.sources.values():
             if isinstance(source, Env):
-                for index in range(_width(source.scope.expression)):
+                for index in range(width(source.scope.expression)):
                     self.demand(source, index, replace(reading, via=reading.via or node))
                 continue
             for column in self.catalog.schema.get(source.table, {}):
@@ -923,8 +462,8 @@ class _Analysis:
 
     def _use_window(self, env: Env, window: exp.Window, reading: Reading) -> None:
         """Function arguments read frame rows; PARTITION BY / ORDER BY read both."""
-        shape = _window_shape(window, env.select)
-        read = WindowRead(shape, env, frozenset(_rows(env)), _includes_current(shape))
+        shape = window_shape(window, env.select)
+        read = WindowRead(shape, env, frozenset(row_sources(env)), frame_includes_current(shape))
         self.windows.append(read)
         self.walk(env, window.this, replace(reading, frame=read))
         for part in (*shape.partition, *shape.order):
@@ -959,7 +498,7 @@ class _Analysis:
 
     def _copy_row_set_facts(self, read: WindowRead) -> None:
         """Conjuncts filtering the windowed rows hold for every frame row too."""
-        chain = set(map(id, _chain(read.env)))
+        chain = set(map(id, env_chain(read.env)))
         for fact in list(self.facts):
             if id(fact.where) not in chain:
                 continue
@@ -982,7 +521,7 @@ class _Analysis:
     def _order_bound(self, read: WindowRead) -> None:
         """Frame rows sort at or before the current row: bounded by its ordering timestamp."""
         shape = read.shape
-        if not _preceding_only(shape) or not _ascending(shape.order[0]):
+        if not preceding_only(shape) or not ascending(shape.order[0]):
             return
         for src, col in self._operand(read.env, shape.order[0].this, "pick") or []:
             clock = CLOCKS.get((src.table, col))
@@ -1141,7 +680,7 @@ class _Analysis:
         src = use.src
         after = bool(self.level(src, Clock.SUBMIT, upper=False))
         message = _message(code, use, self._cutoff(), bool(self.targets), after)
-        span = _span(use.node, use.via, src.node)
+        span = span_of(use.node, use.via, src.node)
         return Reason(GATE, code.value, message, span, f"{src.table}.{use.column or '*'}")
 
     def _cutoff(self) -> str:
