@@ -17,6 +17,7 @@ from autofe.errors import IngestError, WarehouseError
 from autofe.ingest.eventlog.files import NOT_LOGS, LogSource, find_event_logs
 from autofe.ingest.eventlog.parse import ParsedApplication, parse_or_issue
 from autofe.ingest.parser_pool import parser_pool
+from autofe.ingest.refuse import refuse
 from autofe.schema import IngestIssue, IngestReport
 from autofe.special_file import special_file
 from autofe.warehouse.ledger import (
@@ -274,15 +275,9 @@ def _store_batch(con: duckdb.DuckDBPyConnection, batch: list[Built], report: Ing
                 store_applications(con, [one])
                 stored.append(one)
             except WarehouseError as exc:
-                _refuse(con, report, IngestIssue(one.item.app.path, str(exc), fatal=True))
+                refuse(con, report, [IngestIssue(one.item.app.path, str(exc), fatal=True)])
     for one in stored:
         _tally(report, one.item.app, runs=int(one.item.linked_run is None))
-
-
-def _refuse(con: duckdb.DuckDBPyConnection, report: IngestReport, issue: IngestIssue) -> None:
-    """A log that is not stored: in the report and the issues table, not in the ledger."""
-    report.issues.append(issue)
-    record_issues(con, [issue])
 
 
 def _pending(
@@ -294,7 +289,7 @@ def _pending(
             digest = log_digest(src)
         except IngestError as exc:
             # like a log that fails to parse: kept in the issues table, not in the ledger
-            _refuse(con, report, IngestIssue(exc.path, exc.reason, exc.line, fatal=True))
+            refuse(con, report, [IngestIssue(exc.path, exc.reason, exc.line, fatal=True)])
             continue
         if already_ingested(con, digest):
             report.files_unchanged += 1
@@ -403,7 +398,7 @@ def _ingest_parsed(
             build_rows(result, digest, link) if isinstance(result, ParsedApplication) else result
         )
         if isinstance(built, IngestIssue):
-            _refuse(con, report, built)
+            refuse(con, report, [built])
             continue
         batch.append(built)
         if len(batch) >= BATCH_APPS:

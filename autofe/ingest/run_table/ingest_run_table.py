@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 
 from autofe.errors import IngestError, WarehouseError
+from autofe.ingest.refuse import refuse
 from autofe.ingest.run_table.mapping import RunTableMapping, load_mapping, plan_attributes
 from autofe.ingest.run_table.run_rows import TableContext, build_batch
 from autofe.ingest.run_table.store import write_batch
@@ -52,20 +53,13 @@ def ingest_run_table(
         try:
             _ingest_table(con, mapping, path, report)
         except (IngestError, WarehouseError) as exc:  # this table is skipped, not the batch
-            _refuse(con, report, _as_issue(exc, path))
+            refuse(con, report, [_as_issue(exc, path)])
 
 
 def _as_issue(exc: IngestError | WarehouseError, path: Path) -> IngestIssue:
     if isinstance(exc, IngestError):
         return IngestIssue(exc.path, exc.reason, exc.line, fatal=True)
     return IngestIssue(str(path), str(exc), fatal=True)
-
-
-def _refuse(con: duckdb.DuckDBPyConnection, report: IngestReport, issue: IngestIssue) -> None:
-    """A table not stored: in the report and the issues table, not in the ledger (so the
-    fixed table is ingested by the next run)."""
-    report.issues.append(issue)
-    record_issues(con, [issue])
 
 
 def _ingest_table(

@@ -35,6 +35,13 @@ IDENTITY_KEYS = ("run_id", "job_id", "cluster")
 PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 
 
+def _exactly_one(section: BaseModel, *keys: str) -> None:
+    """Raise unless exactly one of ``keys`` is set (e.g. "give exactly one of `a` or `b`")."""
+    if sum(getattr(section, key) is not None for key in keys) != 1:
+        quoted = [f"`{key}`" for key in keys]
+        raise ValueError(f"give exactly one of {', '.join(quoted[:-1])} or {quoted[-1]}")
+
+
 class _Section(BaseModel):
     # Unknown keys are errors: a misspelt `untis` must not silently fall back to a default.
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -69,9 +76,8 @@ class JobIdSpec(_Section):
     constant: str | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> Self:
-        if sum(v is not None for v in (self.column, self.template, self.constant)) != 1:
-            raise ValueError("give exactly one of `column`, `template` or `constant`")
+    def _one_source(self) -> Self:
+        _exactly_one(self, "column", "template", "constant")
         return self
 
 
@@ -109,8 +115,7 @@ class StatusRule(_Section):
 
     @model_validator(mode="after")
     def _one_test(self) -> Self:
-        if sum(v is not None for v in (self.equals, self.below, self.at_least)) != 1:
-            raise ValueError("give exactly one of `equals`, `below` or `at_least`")
+        _exactly_one(self, "equals", "below", "at_least")
         return self
 
 
@@ -133,8 +138,7 @@ class FieldSpec(_Section):
 
     @model_validator(mode="after")
     def _column_or_value(self) -> Self:
-        if (self.column is None) == (self.value is None):
-            raise ValueError("give exactly one of `column` or `value`")
+        _exactly_one(self, "column", "value")
         if self.value is not None and (self.times or self.divided_by or self.scale != 1.0):
             raise ValueError("`scale`, `times` and `divided_by` apply to a `column` only")
         return self

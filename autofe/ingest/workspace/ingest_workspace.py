@@ -19,13 +19,14 @@ from pathlib import Path
 
 import duckdb
 
+from autofe.ingest.refuse import refuse
 from autofe.ingest.workspace.catalog import Catalog, build_catalog
 from autofe.ingest.workspace.file_output import file_output, fingerprint
 from autofe.ingest.workspace.inputs import InputFile, event_log_paths, read_inputs
 from autofe.ingest.workspace.linking import RunLinker, make_linker
 from autofe.ingest.workspace.store import Pending, store_batch
 from autofe.schema import IngestReport
-from autofe.warehouse.ledger import ingested_among, record_issues
+from autofe.warehouse.ledger import ingested_among
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,7 @@ def _ingest_batch(
         report.runs += len(p.out.rows.get("runs", []))
         report.issues.extend(p.out.issues)
     if refused:
-        report.issues.extend(refused)
-        record_issues(con, refused)
+        refuse(con, report, refused)
 
 
 def ingest_workspace(

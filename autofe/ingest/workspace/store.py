@@ -20,9 +20,6 @@ from autofe.warehouse.write import insert_rows, transaction
 LEDGER_KIND = "workspace_json"
 
 
-_WRITE_ORDER = ("cluster_configs", "jobs", "runs", "run_attributes", "table_stats")
-
-
 @dataclass(frozen=True)
 class Pending:
     """A changed file's rows, waiting for its batch's transaction."""
@@ -64,6 +61,9 @@ def _commit(con: duckdb.DuckDBPyConnection, batch: Sequence[Pending], what: str)
     with transaction(con, what):
         _write(con, batch)
         record_ingested_many(con, [(p.key, p.item.path) for p in batch], LEDGER_KIND)
+
+
+_WRITE_ORDER = ("cluster_configs", "jobs", "runs", "run_attributes", "table_stats")
 
 
 def _write(con: duckdb.DuckDBPyConnection, batch: Sequence[Pending]) -> None:
