@@ -565,7 +565,7 @@ def materialize_on_spark(
     The caller gates the features first (``autofe.pipelines.materialize`` does): translation
     checks faithfulness, not leakage. A feature that cannot be translated faithfully, that
     Spark cannot plan, or that fails, is listed in ``refused`` with the reason; the others'
-    values equal DuckDB's (``tests/pipelines/test_spark_parity.py``).
+    values equal DuckDB's (``tests/pipelines/test_spark.py``).
 
     Args:
         specs: the features.

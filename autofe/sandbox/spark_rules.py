@@ -9,8 +9,8 @@ engines agree and sqlglot prints it correctly), returns a rewritten node, or rai
 
 Rules run bottom-up on a tree annotated by :mod:`autofe.sandbox.duck_types`; a rewritten node
 keeps the DuckDB type of the node it replaces, so parents still see DuckDB's types. The
-evidence for every rule is ``tests/pipelines/test_spark_semantics.py``, which runs each
-rewritten expression on Spark against DuckDB's answer for edge-case inputs.
+evidence for every rule is ``tests/pipelines/test_spark.py`` (``fixtures/spark_semantics``): each
+rewritten expression runs on Spark against DuckDB's answer for edge-case inputs.
 
 Spark is assumed to run with the settings :data:`PINNED_SPARK_CONF` (ANSI mode, UTC, ...), which
 ``autofe.pipelines.spark`` enforces.

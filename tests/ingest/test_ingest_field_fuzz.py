@@ -1,7 +1,7 @@
 """Property: a bad value in any field the parser reads never escapes, and costs only its own log.
 
 Every (event, field) of ``EVENT_FIELDS`` (the parser's own table, checked against what the
-handlers read in ``tests/tools/test_event_fields.py``) gets values of the wrong type, numbers
+handlers read in ``tests/ingest/eventlog/test_fields.py``) gets values of the wrong type, numbers
 out of range, huge strings and NUL bytes, written into one line of a real log. That log is
 ingested between two real good ones. Whatever the value, no exception escapes and both good
 logs are stored whole. A value Spark never writes there refuses the log: the report names its
