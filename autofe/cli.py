@@ -14,6 +14,7 @@ from rich.table import Column, Table
 from typer.core import TyperGroup
 
 from autofe import __version__
+from autofe.agents.settings import LoopSettings
 from autofe.config import DEFAULT_DB, IngestSettings, example_workspace, workspace_path
 from autofe.console import (
     EXIT_PARTIAL,
@@ -523,6 +524,10 @@ def predict(
         out.print(f"features without a value: {', '.join(prediction.missing)}", highlight=False)
 
 
+LOOP = LoopSettings()
+"""The loop's defaults, which ``autofe run``'s options show and start from."""
+
+
 @app.command("run")
 @user_errors
 def run_command(
@@ -533,16 +538,22 @@ def run_command(
     resume: Annotated[
         Path | None, typer.Option("--resume", help="Continue the run in this directory.")
     ] = None,
-    max_iterations: Annotated[int, typer.Option(min=1)] = 6,
-    target_r2: Annotated[float | None, typer.Option(help="Stop at this CV R².")] = 0.90,
-    target_mape: Annotated[float | None, typer.Option(help="Stop at this CV MAPE.")] = 0.15,
-    target_mae: Annotated[float | None, typer.Option(help="Stop at this CV MAE (s).")] = None,
-    budget_seconds: Annotated[float, typer.Option(help="Wall-clock budget.")] = 300.0,
-    budget_tokens: Annotated[int | None, typer.Option(help="LLM token budget.")] = None,
-    per_round: Annotated[int, typer.Option(min=1, help="Candidates per round.")] = 70,
+    max_iterations: Annotated[int, typer.Option(min=1)] = LOOP.max_iterations,
+    target_r2: Annotated[float | None, typer.Option(help="Stop at this CV R².")] = LOOP.targets.r2,
+    target_mape: Annotated[
+        float | None, typer.Option(help="Stop at this CV MAPE.")
+    ] = LOOP.targets.mape,
+    target_mae: Annotated[
+        float | None, typer.Option(help="Stop at this CV MAE (s).")
+    ] = LOOP.targets.mae_s,
+    budget_seconds: Annotated[float, typer.Option(help="Wall-clock budget.")] = LOOP.budget_seconds,
+    budget_tokens: Annotated[
+        int | None, typer.Option(help="LLM token budget.")
+    ] = LOOP.budget_tokens,
+    per_round: Annotated[int, typer.Option(min=1, help="Candidates per round.")] = LOOP.per_round,
     min_proposals: Annotated[
         int, typer.Option(min=0, help="Go on until this many were proposed.")
-    ] = 0,
+    ] = LOOP.min_proposals,
     llm: Annotated[str | None, typer.Option(help="offline (default) or openai.")] = None,
     model: Annotated[str | None, typer.Option(help="Model name for --llm openai.")] = None,
     as_json: JsonOpt = False,
@@ -552,7 +563,7 @@ def run_command(
     from datetime import UTC, datetime
 
     from autofe.agents.llm import LLMSettings
-    from autofe.agents.settings import LoopSettings, Targets
+    from autofe.agents.settings import Targets
     from autofe.pipelines.run import RunSettings
     from autofe.pipelines.run import resume as resume_run
     from autofe.pipelines.run import run as start_run
