@@ -215,8 +215,9 @@ def candidates_of(batch: ProposalBatch, backend: LLMBackend) -> list[Feature]:
     return [proposed_feature(p, p.name if offline else "llm") for p in batch.proposals]
 
 
-def proposed_feature(proposal: Proposal, origin: str) -> Feature:
-    """The one place a backend's proposal becomes the loop's feature.
+def proposed_feature(proposal: Proposal | FeatureSpec, origin: str) -> Feature:
+    """The one place a backend's proposal (or a catalog's spec proposed again) becomes the
+    loop's feature.
 
     >>> p = Proposal(name="n", sql="SELECT run_id, 1 AS value FROM runs", category="history")
     >>> proposed_feature(p, "llm")["origin"], proposed_feature(p, "llm")["value_type"]
@@ -240,18 +241,7 @@ def catalog_candidates(specs: Sequence[FeatureSpec]) -> list[Feature]:
     """A saved catalog's features as candidates (origin ``catalog``): a warm-started run
     re-proposes every feature of the model it may replace, so each passes the gates and the
     evaluator again on today's warehouse instead of being trusted because it once did."""
-    return [
-        Feature(
-            name=s.name,
-            sql=s.sql,
-            category=s.category,
-            value_type=s.value_type,
-            rationale=s.rationale,
-            kb_refs=list(s.kb_refs),
-            origin=CATALOG_ORIGIN,
-        )
-        for s in specs
-    ]
+    return [proposed_feature(s, CATALOG_ORIGIN) for s in specs]
 
 
 def warm_feedback(feedback: dict[str, Any], seed: Sequence[FeatureSpec]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from autofe.agents import evaluate
+from autofe.agents.analyze import proposed_feature
 from autofe.agents.evaluate import RoundResult, evaluate_round, training_runs
 from autofe.agents.settings import EvalSettings
 from autofe.agents.state import Feature, GateVerdict
@@ -63,16 +64,7 @@ SETTINGS = EvalSettings(psi_max=0.25)  # the stability screen on (it is off by d
 
 
 def gated(spec: FeatureSpec, verdict: GateVerdict) -> Feature:
-    return Feature(
-        name=spec.name,
-        sql=spec.sql,
-        category=spec.category,
-        value_type=spec.value_type,
-        rationale=spec.rationale,
-        kb_refs=list(spec.kb_refs),
-        origin="manual",
-        gate=verdict,
-    )
+    return {**proposed_feature(spec, "manual"), "gate": verdict}
 
 
 def verdict(result: MaterializeResult) -> GateVerdict:
