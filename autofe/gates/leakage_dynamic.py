@@ -124,7 +124,7 @@ ORDER BY submit_time, run_id
 
 
 @dataclass(frozen=True)
-class Candidate:
+class TargetRun:
     """A run that could be a target, with the situations it is in."""
 
     run_id: str
@@ -222,27 +222,27 @@ def pick_cutoffs(
     return {cutoff: grouped[cutoff] for cutoff in cutoffs if cutoff in grouped}
 
 
-def _candidate(row: Sequence[Any]) -> Candidate:
+def _candidate(row: Sequence[Any]) -> TargetRun:
     run_id, job_id, submit_time, draw, source, *flags = row
     situations = {s for s, on in zip(SITUATIONS, flags, strict=True) if on}
-    return Candidate(str(run_id), job_id, submit_time, str(draw), frozenset({*situations, source}))
+    return TargetRun(str(run_id), job_id, submit_time, str(draw), frozenset({*situations, source}))
 
 
-def choose_targets(candidates: Iterable[Candidate], n: int) -> list[Candidate]:
+def choose_targets(candidates: Iterable[TargetRun], n: int) -> list[TargetRun]:
     """Up to ``n`` targets covering every situation present, then the richest others.
 
     Greedy set cover, then runs of jobs not yet chosen (features often describe some jobs
     only), then any; a run whose cutoff is already chosen adds nothing (same world).
 
     >>> t = datetime(2024, 1, 1)
-    >>> c = [Candidate("a", "j", t, "2", frozenset({"x"})),
-    ...      Candidate("b", "j", t.replace(day=2), "1", frozenset({"x", "y"})),
-    ...      Candidate("c", "k", t.replace(day=3), "0", frozenset({"x"}))]
+    >>> c = [TargetRun("a", "j", t, "2", frozenset({"x"})),
+    ...      TargetRun("b", "j", t.replace(day=2), "1", frozenset({"x", "y"})),
+    ...      TargetRun("c", "k", t.replace(day=3), "0", frozenset({"x"}))]
     >>> [x.run_id for x in choose_targets(c, 2)]
     ['b', 'c']
     """
     ordered = sorted(set(candidates), key=lambda c: (-len(c.situations), c.draw, c.run_id))
-    chosen: list[Candidate] = []
+    chosen: list[TargetRun] = []
     uncovered = set().union(*(c.situations for c in ordered))
     while uncovered and len(chosen) < n:
         best = max(ordered, key=lambda c: len(c.situations & uncovered))
