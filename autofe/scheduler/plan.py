@@ -122,7 +122,7 @@ class Outcome:
 
 
 @dataclass(frozen=True)
-class Candidate:
+class ClusterOption:
     """One way to run a job: a shape (with its estimate) on one offer, in one market."""
 
     shape: Shape
@@ -239,7 +239,7 @@ def plan_record(plan: Plan, job: JobRequest, settings: PlanSettings) -> dict[str
     }
 
 
-def candidates(job: JobRequest, catalog: Catalog) -> list[Candidate]:
+def candidates(job: JobRequest, catalog: Catalog) -> list[ClusterOption]:
     """Every shape × offer of its instance type × market the offer has, in a stable order."""
     found = []
     for key, estimate in sorted(job.shapes.items()):
@@ -247,7 +247,7 @@ def candidates(job: JobRequest, catalog: Catalog) -> list[Candidate]:
         for offer in catalog.offers(shape.instance_type, job.job_id):
             for market in MARKETS:
                 if offer.price(market) is not None:
-                    found.append(Candidate(shape, estimate, offer, market))
+                    found.append(ClusterOption(shape, estimate, offer, market))
     return found
 
 
@@ -260,7 +260,7 @@ def job_draws(job_id: str, settings: PlanSettings) -> Draws:
 
 
 def simulate(
-    candidate: Candidate, draws: Draws, job: JobRequest, settings: PlanSettings
+    candidate: ClusterOption, draws: Draws, job: JobRequest, settings: PlanSettings
 ) -> Outcome:
     """Completion of ``job`` on ``candidate`` for every sample of ``draws``."""
     work = durations_from_normals(candidate.estimate, draws.z)
@@ -340,7 +340,7 @@ def saved_work(ran_s: FloatArray, checkpoint: Checkpointing | None) -> FloatArra
 
 
 def price(
-    candidate: Candidate,
+    candidate: ClusterOption,
     outcome: Outcome,
     job: JobRequest,
     start: FloatArray,

@@ -37,7 +37,7 @@ from typing import Literal, Protocol
 from autofe.errors import ScheduleError
 from autofe.scheduler.catalog import Catalog
 from autofe.scheduler.jobs import JobRequest, Market, Placement
-from autofe.scheduler.plan import Candidate, PlanSettings, candidates, plan_job
+from autofe.scheduler.plan import ClusterOption, PlanSettings, candidates, plan_job
 from autofe.scheduler.runtime import STATIC, RuntimePolicy, expected_loss_s, wall_s
 
 
@@ -72,14 +72,14 @@ class Policy:
     :func:`~autofe.scheduler.fleet.idle_timeout`); baselines give each job its own cluster."""
 
 
-def hourly_usd(cand: Candidate) -> float:
+def hourly_usd(cand: ClusterOption) -> float:
     """What the candidate's cluster costs per hour (all nodes, its market)."""
     return (cand.offer.price(cand.market) or 0.0) * cand.shape.nodes
 
 
-def cheapest_per_shape(job: JobRequest, catalog: Catalog, market: Market) -> list[Candidate]:
+def cheapest_per_shape(job: JobRequest, catalog: Catalog, market: Market) -> list[ClusterOption]:
     """Per shape, the region offering ``market`` cheapest (shapes without it are left out)."""
-    best: dict[str, Candidate] = {}
+    best: dict[str, ClusterOption] = {}
     for cand in candidates(job, catalog):
         current = best.get(cand.shape.key)
         if cand.market == market and (current is None or hourly_usd(cand) < hourly_usd(current)):
@@ -87,7 +87,7 @@ def cheapest_per_shape(job: JobRequest, catalog: Catalog, market: Market) -> lis
     return [best[key] for key in sorted(best)]
 
 
-def placement(cand: Candidate, fallback_after: int | None = None) -> Placement:
+def placement(cand: ClusterOption, fallback_after: int | None = None) -> Placement:
     """The placement of a candidate (``fallback_after`` only matters on spot)."""
     spot = cand.market == "spot"
     return Placement(
@@ -99,7 +99,7 @@ def placement(cand: Candidate, fallback_after: int | None = None) -> Placement:
     )
 
 
-def median_cost(cand: Candidate, ctx: ChoiceContext) -> float:
+def median_cost(cand: ClusterOption, ctx: ChoiceContext) -> float:
     """What a run at the median estimate costs, start-up included (USD)."""
     return hourly_usd(cand) * (ctx.startup_s + cand.estimate.p50_s) / 3600.0
 

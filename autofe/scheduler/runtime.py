@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from autofe.errors import ConfigError
 from autofe.scheduler.jobs import Checkpointing, Estimate, Placement
-from autofe.scheduler.plan import Candidate
+from autofe.scheduler.plan import ClusterOption
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ class Resume:
     high estimate on the current shape), applied to every shape's estimate: a job bigger than
     predicted on one shape is bigger on all of them."""
 
-    candidate: Candidate
+    candidate: ClusterOption
     saved: float
     startup_s: float
     scale: float = 1.0
@@ -146,10 +146,10 @@ def upgrade_choice(
     now: float,
     deadline: float | None,
     projected_finish: float,
-    candidates: Sequence[Candidate],
+    candidates: Sequence[ClusterOption],
     resume: Resume,
     checkpoint: Checkpointing | None,
-) -> Candidate | None:
+) -> ClusterOption | None:
     """The on-demand candidate to move a job at risk to, or ``None`` to stay.
 
     At risk: ``projected_finish`` (high estimate of the rest, on the current placement) is past
@@ -160,7 +160,7 @@ def upgrade_choice(
     if deadline is None or projected_finish <= deadline:
         return None
     restore = checkpoint.restore_s if checkpoint and resume.saved > 0 else 0.0
-    best: tuple[float, Candidate] | None = None
+    best: tuple[float, ClusterOption] | None = None
     for cand in candidates:
         if cand.market != "on-demand" or cand == resume.candidate:
             continue

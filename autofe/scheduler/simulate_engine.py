@@ -29,7 +29,7 @@ from autofe.scheduler.fleet import (
 )
 from autofe.scheduler.jobfile import JobSet
 from autofe.scheduler.jobs import TIERS, Placement
-from autofe.scheduler.plan import Candidate, PlanSettings, candidates
+from autofe.scheduler.plan import ClusterOption, PlanSettings, candidates
 from autofe.scheduler.policies import (
     ChoiceContext,
     Policy,
@@ -229,7 +229,7 @@ class Engine:
         run.fallback_after = place.fallback_after
         self.dispatched.append((self.now, run))
 
-    def _candidate(self, run: RunState, place: Placement) -> Candidate:
+    def _candidate(self, run: RunState, place: Placement) -> ClusterOption:
         for cand in self._options(run):
             offer = cand.offer
             if (cand.shape, offer.cloud, offer.region, cand.market) == (
@@ -245,7 +245,7 @@ class Engine:
             run.job.job_id,
         )
 
-    def _options(self, run: RunState) -> list[Candidate]:
+    def _options(self, run: RunState) -> list[ClusterOption]:
         if run.options is None:
             run.options = candidates(run.seen, self.catalog)
         return run.options
@@ -278,8 +278,8 @@ class Engine:
         return "started"
 
     def _admit(
-        self, run: RunState, options: list[Candidate], warm: bool, claimed: Claims
-    ) -> tuple[Candidate, float] | None:
+        self, run: RunState, options: list[ClusterOption], warm: bool, claimed: Claims
+    ) -> tuple[ClusterOption, float] | None:
         """The first option every budget of the run can reserve the worst case of (with room
         left for held jobs of higher tiers), and the reservation; ``None``: held."""
         names = self.ledger.charged_to(run.job)
@@ -302,7 +302,7 @@ class Engine:
         self._hold(run, names, options[0], claimed)
         return None
 
-    def _budget_options(self, run: RunState, cand: Candidate) -> list[Candidate]:
+    def _budget_options(self, run: RunState, cand: ClusterOption) -> list[ClusterOption]:
         """The run's own candidate, then (P2/P3 on-demand only) the same shape on spot."""
         if run.job.priority < 2 or cand.market != "on-demand":
             return [cand]
@@ -310,7 +310,7 @@ class Engine:
         return [cand, *sorted(spot, key=hourly_usd)[:1]]
 
     def _hold(
-        self, run: RunState, names: tuple[str, ...], cand: Candidate, claimed: Claims
+        self, run: RunState, names: tuple[str, ...], cand: ClusterOption, claimed: Claims
     ) -> None:
         """Keep a job queued for budget: it claims its expected cost ahead of lower tiers and
         is retried when reservations free up or a new budget period begins."""
@@ -340,7 +340,7 @@ class Engine:
         self._note("hold", run, "worst-case cost exceeds the budget cap")
         self._finished(run)
 
-    def _worst(self, run: RunState, cand: Candidate, warm: bool) -> float:
+    def _worst(self, run: RunState, cand: ClusterOption, warm: bool) -> float:
         """The attempt's worst case: its remaining work's high estimate on ``cand``, start-up
         (none on a warm cluster), and on spot the restarts of a 95 % preemption allowance."""
         startup = 0.0 if warm else self.settings.startup_s
@@ -348,7 +348,7 @@ class Engine:
         allowance = preemption_allowance(self._rate_per_s(cand) * (startup + work))
         return worst_case_usd(work, hourly_usd(cand), startup, run.job.checkpoint, allowance)
 
-    def _rate_per_s(self, cand: Candidate) -> float:
+    def _rate_per_s(self, cand: ClusterOption) -> float:
         if cand.market != "spot":
             return 0.0
         per_h = cand.offer.interruptions_per_h * cand.shape.nodes
@@ -457,7 +457,7 @@ class Engine:
     # --- running a job ----------------------------------------------------------------------
 
     def _start(
-        self, run: RunState, cand: Candidate, warm: ClusterState | None, reserved: float
+        self, run: RunState, cand: ClusterOption, warm: ClusterState | None, reserved: float
     ) -> None:
         true_s = run.job.shapes[cand.shape.key].true_s
         if true_s is None:
@@ -478,7 +478,7 @@ class Engine:
             run.cluster = self._new_cluster(cand, run.job.job_id)
         self._begin(run, warm is None, reserved)
 
-    def _new_cluster(self, cand: Candidate, job_id: str) -> ClusterState:
+    def _new_cluster(self, cand: ClusterOption, job_id: str) -> ClusterState:
         self.cluster_seq += 1
         cid = f"c{self.cluster_seq}"
         self.clusters[cid] = ClusterState(cid, cand, hourly_usd(cand), job_id)
@@ -617,8 +617,8 @@ class Engine:
             run.fallbacks += 1
             self._note("fallback", run, self._describe(run, True))
 
-    def _on_demand(self, run: RunState, cand: Candidate) -> Candidate:
-        return Candidate(cand.shape, cand.estimate, cand.offer, "on-demand")
+    def _on_demand(self, run: RunState, cand: ClusterOption) -> ClusterOption:
+        return ClusterOption(cand.shape, cand.estimate, cand.offer, "on-demand")
 
     def _check(self, job_id: str, token: int) -> None:
         """Deadline-aware upgrade: re-estimate the rest from progress; move if at risk."""
@@ -645,14 +645,14 @@ class Engine:
         else:
             self._push(self.now + self.policy.runtime.check_every_s, "check", job_id, token)
 
-    def _can_move(self, run: RunState, target: Candidate) -> bool:
+    def _can_move(self, run: RunState, target: ClusterOption) -> bool:
         names = self.ledger.charged_to(run.job)
         if not self.hard or not names or run.meter is None:
             return True
         need = self._worst(run, target, False)
         return need <= self.ledger.headroom(names, self.now) + run.meter.reserved + EPS
 
-    def _move(self, run: RunState, target: Candidate) -> None:
+    def _move(self, run: RunState, target: ClusterOption) -> None:
         run.progress = run.saved
         self._stop_run(run, "queued", keep_warm=False)
         run.cand, run.fallback_after = target, None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from autofe.scheduler.fleet import WarmCluster
 from autofe.scheduler.jobs import JobRequest
-from autofe.scheduler.plan import Candidate
+from autofe.scheduler.plan import ClusterOption
 from autofe.scheduler.policies import placement
 from autofe.scheduler.report import JobRecord, Status
 from autofe.scheduler.simulate_world import shape_nodes
@@ -31,7 +31,7 @@ class Meter:
 @dataclass
 class ClusterState:
     cid: str
-    cand: Candidate
+    cand: ClusterOption
     hourly: float
     job_id: str | None
     idle_since: float = 0.0
@@ -54,7 +54,7 @@ class RunState:
     seen: JobRequest
     # pending, waiting, queued, running; then done, cancelled, stopped, held or failed
     status: str = "pending"
-    cand: Candidate | None = None
+    cand: ClusterOption | None = None
     fallback_after: int | None = None
     progress: float = 0.0
     saved: float = 0.0
@@ -79,7 +79,7 @@ class RunState:
     cluster: ClusterState | None = None
     held: bool = False
     held_at: tuple[float, float] = (0.0, 0.0)  # budget headroom and claims ahead when held
-    options: list[Candidate] | None = None
+    options: list[ClusterOption] | None = None
     # before a shape is chosen: the least nodes it needs, the least work it is predicted
     least_nodes: int = field(init=False)
     least_high_s: float = field(init=False)
@@ -93,7 +93,7 @@ class RunState:
         return self.status in ("done", "cancelled", "stopped", "held", "failed")
 
 
-def same_kind(cluster: Candidate, chosen: Candidate) -> bool:
+def same_kind(cluster: ClusterOption, chosen: ClusterOption) -> bool:
     """Whether a warm cluster can take a run placed on ``chosen``: same shape and market
     (any region)."""
     return (cluster.shape, cluster.market) == (chosen.shape, chosen.market)
