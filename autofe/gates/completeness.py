@@ -24,16 +24,11 @@ from autofe.featurespec import FeatureSpec, ValueType
 from autofe.gates.codes import Completeness
 from autofe.gates.context import GateContext, GateSettings, Reason
 from autofe.modeling.quality import applicable_coverage
-from autofe.sandbox.guard import (
-    check_characters,
-    check_statements,
-    guard_sql,
-    in_cte_scope,
-    node_span,
-)
+from autofe.sandbox.guard import guard_sql, in_cte_scope, node_span
 from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
 from autofe.sandbox.rewrite import check_rewritable
 from autofe.sandbox.session import LimitExceeded, QueryError, QueryResult, Sandbox
+from autofe.sandbox.statements import check_characters, check_statements
 from autofe.warehouse.catalog import WarehouseCatalog
 
 GATE = "completeness"

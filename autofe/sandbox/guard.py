@@ -3,17 +3,15 @@
 Every statement an agent or a user writes is parsed with sqlglot (DuckDB dialect) and its whole
 tree is walked before DuckDB runs it (:func:`guard_sql`). The rules are allow-lists: one query
 expression at the root, tables from the warehouse catalog (or CTEs in scope), and functions from
-a fixed list of pure scalar, aggregate and window functions. :func:`guard_duckdb_parse` then
-applies the same lists to DuckDB's own parse of the same text, so a place where the two parsers
-disagree (comments, dollar quotes, desugaring) cannot smuggle a statement or a call through.
-Whatever still gets past both meets the last layer, DuckDB's own lockdown
-(see :mod:`autofe.sandbox.session`).
+a fixed list of pure scalar, aggregate and window functions.
+:func:`~autofe.sandbox.duckdb_parse.guard_duckdb_parse` then applies the same lists to DuckDB's
+own parse of the same text, so a place where the two parsers disagree (comments, dollar quotes,
+desugaring) cannot smuggle a statement or a call through. Whatever still gets past both meets the
+last layer, DuckDB's own lockdown (see :mod:`autofe.sandbox.session`).
 
-Refusals say what was refused. A statement that is no query is named by its kind
-("EXPORT DATABASE statements are not allowed: ...") even when sqlglot cannot parse it: the
-kind is read from its leading keywords, and only ever to word the refusal. Look-alike
-punctuation (a full-width ``；``, curly quotes) outside strings, quoted names and comments is
-named with its code point and offset before anything is parsed (:data:`LOOKALIKES`). A statement
+Refusals say what was refused. Before anything is parsed, the statement's tokens are screened
+(:mod:`autofe.sandbox.statements`): a statement that is no query is named by its kind even when
+sqlglot cannot parse it, and look-alike punctuation by its code point and offset. A statement
 nested deeper than sqlglot's parser or the walks after it can follow is refused by the depth
 check every parser of feature SQL shares (:mod:`autofe.sandbox.nesting`).
 
@@ -37,33 +35,30 @@ A function outside the list is refused by name with its span; adding one is a on
 to :data:`ALLOWED_FUNCTIONS` after checking that it touches nothing but its arguments.
 
 Functions that build big values from a size argument (``repeat``, ``lpad``, ``printf`` widths,
-scalar ``range``) must get small literal sizes (:data:`MAX_GENERATED`): DuckDB neither counts
-such values against its memory limit nor can interrupt one while it is being built.
+scalar ``range``) must get small literal sizes
+(:data:`~autofe.sandbox.duckdb_parse.MAX_GENERATED`): DuckDB neither counts such values against
+its memory limit nor can interrupt one while it is being built.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
-import unicodedata
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
 
-import duckdb
 import sqlglot
-from sqlglot import Token, TokenType, exp
-from sqlglot.errors import ParseError, SqlglotError
+from sqlglot import Token, exp
+from sqlglot.errors import ParseError
 
 from autofe.errors import SandboxViolation
 from autofe.sandbox.nesting import NestedTooDeeply, check_depth
+from autofe.sandbox.statements import (
+    DIALECT,
+    Span,
+    not_a_query,
+    statement_kind,
+    statement_tokens,
+    token_span,
+)
 from autofe.warehouse.catalog import WarehouseCatalog
-
-Span = tuple[int, int]
-
-DIALECT = "duckdb"
-MAX_SQL_CHARS = 200_000
-"""Longer statements are refused before parsing: no feature query is this long."""
 
 _FUNCTION_FAMILIES: dict[str, str] = {
     "aggregate": """
@@ -185,23 +180,6 @@ function and pass.
 TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
 """Table functions allowed in FROM: they generate rows and touch no file, URL or setting."""
 
-MAX_GENERATED = 100_000
-"""Largest string, list or padding one call may build (``repeat``, ``lpad``, scalar ``range``).
-
-DuckDB's memory limit does not cover values built while evaluating an expression, and its
-interrupt is only checked between chunks: ``repeat('x', 2e9)`` runs past both the timeout and
-the memory limit. So the sizes such calls build must be literals, and small.
-"""
-
-SIZE_ARGUMENTS: dict[str, int] = {
-    "repeat": 1,
-    "lpad": 1,
-    "rpad": 1,
-    "list_resize": 1,
-    "array_resize": 1,
-}
-"""Position of the argument that sets the size of what the function builds."""
-
 # Anything that is not a read query: DDL, DML, COPY, settings, extensions, attachments,
 # transactions, and every statement sqlglot only knows as an opaque Command (LOAD, CALL, ...).
 NOT_QUERIES: tuple[type[exp.Expr], ...] = (
@@ -255,7 +233,8 @@ def guard_sql(sql: str, catalog: WarehouseCatalog) -> exp.Expression:
         SandboxViolation: with the reason and, when sqlglot knows it, the offending span.
 
     Sizes of generated values and DuckDB's own reading of the text are checked by
-    :func:`guard_duckdb_parse`, which needs a connection; ``Sandbox.query`` runs both.
+    :func:`~autofe.sandbox.duckdb_parse.guard_duckdb_parse`, which needs a connection;
+    ``Sandbox.query`` runs both.
 
     >>> from autofe.warehouse.catalog import code_catalog
     >>> guard_sql("SELECT count(*) FROM runs", code_catalog()).sql()
@@ -280,208 +259,7 @@ def parse_single(sql: str) -> exp.Expression:
     autofe.errors.SandboxViolation: refused: EXPORT DATABASE statements are not allowed: \
 only one read query (SELECT / WITH) may run at "EXPORT DATABASE 'dump'"
     """
-    tokens = _checked_tokens(sql)
-    _check_one_statement(sql, tokens)
-    return _parse_query(sql, _split_statements(tokens)[0])
-
-
-def check_statements(sql: str) -> None:
-    """Refuse what the tokens alone show is not one query, without parsing the statement.
-
-    For text the parser cannot read: several statements, look-alike punctuation, or a
-    statement whose leading keywords name a kind that is not a query (``EXPORT DATABASE``,
-    which sqlglot does not parse). Passing proves nothing: :func:`guard_sql` still decides.
-
-    Raises:
-        SandboxViolation: with the reason and the offending span.
-
-    >>> check_statements("EXPORT DATABASE 'dump' (FORMAT parquet)")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    autofe.errors.SandboxViolation: refused: EXPORT DATABASE statements are not allowed: ...
-    >>> check_statements("SELECT (1")  # a parse error: nothing the tokens alone show
-    """
-    tokens = _checked_tokens(sql)
-    _check_one_statement(sql, tokens)
-    statement = _split_statements(tokens)[0]
-    kind = statement_kind(statement)
-    if kind is not None:
-        raise SandboxViolation(not_a_query(kind), sql, _token_span(statement))
-
-
-def check_characters(sql: str) -> None:
-    """Refuse look-alike punctuation (``；`` for ``;``) outside strings, quoted names and comments.
-
-    Raises:
-        SandboxViolation: naming the character, its code point and offset (see
-            :data:`LOOKALIKES`), or saying why the text cannot be tokenized.
-
-    >>> check_characters("SELECT '；' AS a -- ；")
-    >>> check_characters("SELECT 1；")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    autofe.errors.SandboxViolation: refused: character '；' (U+FF1B FULLWIDTH SEMICOLON) at ...
-    """
-    _check_lookalikes(sql, _tokenize(sql))
-
-
-def _checked_tokens(sql: str) -> list[Token]:
-    if len(sql) > MAX_SQL_CHARS:
-        raise SandboxViolation(f"statement longer than {MAX_SQL_CHARS} characters", sql)
-    tokens = _tokenize(sql)
-    _check_lookalikes(sql, tokens)
-    return tokens
-
-
-def _check_one_statement(sql: str, tokens: list[Token]) -> None:
-    statements = _split_statements(tokens)
-    if not statements:
-        raise SandboxViolation("empty statement: no query to run", sql)
-    if len(statements) > 1:
-        raise SandboxViolation(
-            f"only one statement is allowed, found {len(statements)}",
-            sql,
-            _token_span(statements[1]),
-        )
-
-
-def _tokenize(sql: str) -> list[Token]:
-    try:
-        return list(sqlglot.Dialect.get_or_raise(DIALECT).tokenize(sql))
-    except SqlglotError as exc:
-        raise SandboxViolation(f"cannot tokenize as DuckDB SQL: {exc}", sql) from exc
-
-
-def _split_statements(tokens: list[Token]) -> list[list[Token]]:
-    """Tokens per statement; comments are not tokens, so ``/* ; */`` hides nothing here."""
-    statements: list[list[Token]] = [[]]
-    for token in tokens:
-        if token.token_type == TokenType.SEMICOLON:
-            statements.append([])
-        else:
-            statements[-1].append(token)
-    return [s for s in statements if s]
-
-
-LOOKALIKES: dict[str, str] = {
-    **{
-        chr(code): chr(code - 0xFEE0)
-        for code in range(0xFF01, 0xFF5F)
-        if not chr(code - 0xFEE0).isalnum()  # full-width forms of ASCII punctuation
-    },
-    "\u037e": ";",  # GREEK QUESTION MARK: drawn exactly like a semicolon
-    "\u3001": ",",
-    "\u3002": ".",
-    "\uff61": ".",
-    "\uff64": ",",
-    "\ufe50": ",",
-    "\ufe52": ".",
-    "\ufe54": ";",
-    "\ufe55": ":",
-    "\ufe59": "(",
-    "\ufe5a": ")",
-    "\u2018": "'",
-    "\u2019": "'",
-    "\u2032": "'",
-    "\u00b4": "'",
-    "\u201c": '"',
-    "\u201d": '"',
-    "\u2033": '"',
-    "\u2010": "-",
-    "\u2011": "-",
-    "\u2012": "-",
-    "\u2013": "-",
-    "\u2014": "-",
-    "\u2212": "-",
-    "\u2215": "/",
-    "\u2044": "/",
-    "\u2217": "*",
-    "\u3008": "<",
-    "\u3009": ">",
-    "\u2264": "<=",
-    "\u2265": ">=",
-    "\u2260": "<>",
-}
-"""Characters an input method or a word processor puts where SQL punctuation belongs, with the
-ASCII they stand for. Outside strings, quoted names and comments they are never what was meant:
-DuckDB reads ``runs；`` as one table name and ``SELECT 1；`` as a column named ``；``."""
-
-_QUOTED = frozenset(t for t in TokenType if t.name.endswith("STRING")) | {TokenType.IDENTIFIER}
-"""Tokens whose text is data (strings, quoted names): any character may stand there."""
-
-
-def _check_lookalikes(sql: str, tokens: Sequence[Token]) -> None:
-    for token in tokens:
-        if token.token_type in _QUOTED:
-            continue
-        text = sql[token.start : token.end + 1]
-        found = next((i for i, ch in enumerate(text) if ch in LOOKALIKES), None)
-        if found is not None:
-            offset = token.start + found
-            raise SandboxViolation(lookalike_reason(sql[offset], offset), sql, (offset, offset + 1))
-
-
-def lookalike_reason(char: str, offset: int) -> str:
-    """Why a look-alike character is refused: which one, where, and what to type instead.
-
-    >>> lookalike_reason("\uff1b", 8)
-    "character '；' (U+FF1B FULLWIDTH SEMICOLON) at offset 8: not SQL; use ';'"
-    """
-    named = f"{char!r} (U+{ord(char):04X} {unicodedata.name(char, 'unnamed character')})"
-    return f"character {named} at offset {offset}: not SQL; use {LOOKALIKES.get(char, '')!r}"
-
-
-_NOT_QUERY_WORDS = """
-    abort alter analyze attach begin call checkpoint comment commit copy create deallocate
-    delete describe detach drop end execute explain export force grant import insert install
-    load merge pivot pragma prepare reset revoke rollback set show start summarize truncate
-    uninstall unpivot update upsert use vacuum
-"""
-NOT_QUERY_KEYWORDS = frozenset(_NOT_QUERY_WORDS.split())
-"""Leading keywords of DuckDB statements that are not read queries (``FROM x SELECT ...``,
-``VALUES``, ``TABLE x`` and ``WITH`` start queries, and are absent on purpose)."""
-
-_OBJECTS = frozenset(
-    {"database", "function", "index", "macro", "schema", "secret", "sequence", "table", "type"}
-    | {"view"}
-)
-_MODIFIERS = frozenset({"or", "replace", "temp", "temporary", "persistent", "unique"})
-_SECOND_WORDS: dict[str, frozenset[str]] = {
-    "export": frozenset({"database"}),
-    "import": frozenset({"database"}),
-    "force": frozenset({"install", "checkpoint"}),
-    "create": _OBJECTS,
-    "drop": _OBJECTS,
-    "alter": _OBJECTS,
-}
-
-
-def statement_kind(tokens: Sequence[Token]) -> str | None:
-    """The kind of statement its leading keywords name, if it is a kind that is no query.
-
-    Read from tokens, so it names statements sqlglot cannot parse; only ever used to word a
-    refusal, never to let anything through.
-
-    >>> kind = lambda sql: statement_kind(sqlglot.Dialect.get_or_raise(DIALECT).tokenize(sql))
-    >>> kind("EXPORT DATABASE 'x'"), kind("CREATE OR REPLACE TEMP VIEW v AS SELECT 1")
-    ('EXPORT DATABASE', 'CREATE VIEW')
-    >>> kind("COPY runs TO 'x'"), kind("SELECT 1"), kind("FROM runs SELECT 1")
-    ('COPY', None, None)
-    """
-    words = [t.text.lower() if t.token_type not in _QUOTED else "" for t in tokens[:6]]
-    if not words or words[0] not in NOT_QUERY_KEYWORDS:
-        return None
-    second = next((w for w in words[1:] if w not in _MODIFIERS), "")
-    if second in _SECOND_WORDS.get(words[0], frozenset()):
-        return f"{words[0]} {second}".upper()
-    return words[0].upper()
-
-
-def not_a_query(kind: str) -> str:
-    """The refusal of a statement that is not a read query.
-
-    >>> not_a_query("EXPORT DATABASE")
-    'EXPORT DATABASE statements are not allowed: only one read query (SELECT / WITH) may run'
-    """
-    return f"{kind} statements are not allowed: only one read query (SELECT / WITH) may run"
+    return _parse_query(sql, statement_tokens(sql))
 
 
 def _parse_query(sql: str, tokens: list[Token]) -> exp.Expression:
@@ -490,7 +268,7 @@ def _parse_query(sql: str, tokens: list[Token]) -> exp.Expression:
         parsed = sqlglot.Dialect.get_or_raise(DIALECT).parser().parse(tokens, sql)
     except ParseError as exc:
         if kind is not None:  # the parser fails on it, but what it is shows in its keywords
-            raise SandboxViolation(not_a_query(kind), sql, _token_span(tokens)) from exc
+            raise SandboxViolation(not_a_query(kind), sql, token_span(tokens)) from exc
         raise SandboxViolation(
             f"cannot parse as DuckDB SQL: {_first_error(exc)}", sql, _error_span(exc, sql)
         ) from exc
@@ -501,7 +279,7 @@ def _parse_query(sql: str, tokens: list[Token]) -> exp.Expression:
         check_depth(tree, sql)
     if not (isinstance(tree, exp.Query) and isinstance(tree, exp.Expression)):
         named = kind or (type(tree).__name__ if tree is not None else tokens[0].text).upper()
-        raise SandboxViolation(not_a_query(named), sql, _token_span(tokens))
+        raise SandboxViolation(not_a_query(named), sql, token_span(tokens))
     return tree
 
 
@@ -527,10 +305,6 @@ def _error_span(exc: ParseError, sql: str) -> Span | None:
     end = sum(len(text) + 1 for text in lines[: line - 1]) + col
     start = max(end - len(token), 0)
     return (start, min(end, len(sql))) if start < min(end, len(sql)) else None
-
-
-def _token_span(tokens: list[Token]) -> Span:
-    return (tokens[0].start, tokens[-1].end + 1)
 
 
 def _check_node(node: exp.Expr, sql: str, catalog: WarehouseCatalog) -> None:
@@ -672,205 +446,3 @@ def _close_parens(sql: str, start: int, end: int) -> Span:
             break
         end += len(rest) - len(rest.lstrip()) + 1
     return (start, end)
-
-
-def guard_duckdb_parse(con: duckdb.DuckDBPyConnection, sql: str, catalog: WarehouseCatalog) -> None:
-    """Apply the same allow-lists to DuckDB's own parse tree of ``sql``.
-
-    sqlglot and DuckDB tokenise comments, strings and dollar quotes independently; what runs is
-    what DuckDB parsed, so its tree is checked too.
-
-    Raises:
-        SandboxViolation: DuckDB sees more than one statement, something other than a SELECT, or
-            a table or function the lists do not allow.
-        duckdb.ParserException: DuckDB cannot parse the text (an ordinary SQL error).
-
-    >>> from autofe.warehouse.catalog import code_catalog
-    >>> guard_duckdb_parse(duckdb.connect(), "SELECT lag(run_id) OVER () FROM runs", code_catalog())
-    """
-    statements = con.extract_statements(sql)
-    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-        kinds = ", ".join(str(s.type).rsplit(".", 1)[-1] for s in statements) or "nothing"
-        raise SandboxViolation(f"DuckDB parses this as {kinds}, not one SELECT", sql)
-    tree = _duckdb_tree(con, sql)
-    ctes = {name.lower() for name in _cte_names(tree)}
-    nodes = list(_dict_nodes(tree))
-    in_from = {id(n.get("function")) for n in nodes if n.get("type") == "TABLE_FUNCTION"}
-    for node in nodes:
-        _check_duckdb_node(node, sql, catalog, ctes)
-        if "function_name" in node and id(node) not in in_from:
-            check_generated_size(node, sql)
-
-
-def _duckdb_tree(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
-    row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()
-    try:
-        tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
-    except RecursionError as exc:
-        raise NestedTooDeeply(sql) from exc
-    if tree.get("error"):
-        raise SandboxViolation(f"DuckDB cannot check it: {tree.get('error_message')}", sql)
-    return tree
-
-
-def _dict_nodes(tree: Any) -> Iterator[dict[str, Any]]:
-    """Every JSON object in ``tree``, without recursion (the tree can be deep)."""
-    stack = [tree]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            yield item
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-
-
-def _cte_names(tree: dict[str, Any]) -> Iterator[str]:
-    for node in _dict_nodes(tree):
-        cte_map = node.get("cte_map")
-        if isinstance(cte_map, dict):
-            yield from (str(entry.get("key", "")) for entry in cte_map.get("map", []))
-
-
-def _check_duckdb_node(
-    node: dict[str, Any], sql: str, catalog: WarehouseCatalog, ctes: set[str]
-) -> None:
-    kind = node.get("type")
-    if kind == "BASE_TABLE":
-        _check_duckdb_table(node, sql, catalog, ctes)
-    elif kind == "TABLE_FUNCTION":
-        func = node.get("function") or {}
-        name = str(func.get("function_name", "")).lower()
-        if name not in TABLE_FUNCTIONS or _qualified(func):
-            raise SandboxViolation(
-                f"table function {name!r} is not allowed", sql, _duckdb_span(node, sql)
-            )
-    elif "function_name" in node and not node.get("is_operator"):
-        _check_duckdb_function(node, sql)
-
-
-def _check_duckdb_table(
-    node: dict[str, Any], sql: str, catalog: WarehouseCatalog, ctes: set[str]
-) -> None:
-    name = str(node.get("table_name", "")).lower()
-    schema = str(node.get("schema_name", "")).lower()
-    if node.get("catalog_name") or schema not in ("", "main"):
-        raise SandboxViolation(
-            "only the warehouse's main schema is readable", sql, _duckdb_span(node, sql)
-        )
-    if name not in catalog.tables() and name not in ctes:
-        raise SandboxViolation(
-            f"table {name!r} is not in the warehouse catalog", sql, _duckdb_span(node, sql)
-        )
-
-
-def _check_duckdb_function(node: dict[str, Any], sql: str) -> None:
-    name = str(node["function_name"]).lower()
-    if _qualified(node):
-        raise SandboxViolation(
-            f"qualified call to {name!r} is not allowed", sql, _duckdb_span(node, sql)
-        )
-    # A table function's own node is checked with its TABLE_FUNCTION parent; range, unnest and
-    # generate_series are in both lists, so finding them again here is harmless.
-    if name not in ALLOWED_FUNCTIONS:
-        raise SandboxViolation(f"function {name!r} is not allowed", sql, _duckdb_span(node, sql))
-
-
-def _qualified(node: dict[str, Any]) -> bool:
-    return bool(node.get("schema") or node.get("catalog"))
-
-
-def _duckdb_span(node: dict[str, Any], sql: str) -> Span | None:
-    start, length = node.get("query_location"), node.get("query_location_length")
-    if isinstance(start, int) and isinstance(length, int) and 0 <= start < len(sql):
-        return (start, min(start + max(length, 1), len(sql)))
-    return None
-
-
-def check_generated_size(func: dict[str, Any], sql: str) -> None:
-    """Refuse a call (in DuckDB's parse tree) that could build a value over MAX_GENERATED.
-
-    Row generators are bounded in FROM position only because there they stream, chunk by
-    chunk, under the timeout; as scalars they build one list per row.
-
-    >>> node = {"function_name": "repeat", "arguments": [_argument("ab"), _argument(10)]}
-    >>> check_generated_size(node, "SELECT repeat('ab', 10)")
-    >>> node["arguments"][1] = _argument(10**9)
-    >>> check_generated_size(node, "")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    autofe.errors.SandboxViolation: refused: repeat(...) could build 2000000000 ... over 100000...
-    """
-    name = str(func.get("function_name", "")).lower()
-    args = [a.get("expression", {}) for a in func.get("arguments") or []]
-    size = _generated_size(name, args)
-    if size <= MAX_GENERATED:
-        return
-    what = (
-        "a value whose size is not a literal"
-        if math.isinf(size)
-        else f"{size:.0f} elements or characters"
-    )
-    raise SandboxViolation(
-        f"{name}(...) could build {what}, over {MAX_GENERATED}; sizes must be small "
-        "literals (generate rows in FROM instead)",
-        sql,
-        _duckdb_span(func, sql),
-    )
-
-
-def _generated_size(name: str, args: list[dict[str, Any]]) -> float:
-    """Elements or characters ``name(*args)`` builds: 0 if it builds nothing big, inf if a
-    size is not a literal."""
-    if name in SIZE_ARGUMENTS and len(args) > SIZE_ARGUMENTS[name]:
-        count = _literal_number(args[SIZE_ARGUMENTS[name]])
-        if name != "repeat" or count is None:
-            return math.inf if count is None else count
-        value = _literal(args[0])  # repeat's value must be a literal too: a column can be huge
-        return count * max(len(value), 1) if value is not None else math.inf
-    if name in ("range", "generate_series"):
-        return _series_length(args)
-    if name in ("format", "printf"):
-        return _format_width(args)
-    return 0.0
-
-
-def _series_length(args: list[dict[str, Any]]) -> float:
-    numbers = [n for n in map(_literal_number, args) if n is not None]
-    if not 1 <= len(numbers) == len(args) <= 3:
-        return math.inf
-    if len(numbers) == 1:  # range(stop)
-        numbers = [0.0, *numbers]
-    if len(numbers) == 2:  # range(start, stop)
-        numbers = [*numbers, 1.0]
-    start, stop, step = numbers
-    return abs(stop - start) / abs(step) + 1 if step else math.inf
-
-
-def _format_width(args: list[dict[str, Any]]) -> float:
-    """The widest padding a format string asks for; a computed or ``*`` width is unbounded."""
-    text = _literal(args[0]) if args else None
-    if text is None or "*" in text or re.search(r"\{[^}]*\{", text):
-        return math.inf
-    return max((float(d) for d in re.findall(r"\d+", text)), default=0.0)
-
-
-def _is_literal(node: dict[str, Any]) -> bool:
-    return node.get("class") == "CONSTANT"
-
-
-def _literal(node: dict[str, Any]) -> str | None:
-    literal = node.get("literal") if _is_literal(node) else None
-    return str(literal.get("text")) if isinstance(literal, dict) else None
-
-
-def _literal_number(node: dict[str, Any]) -> float | None:
-    text = _literal(node)
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def _argument(value: object) -> dict[str, Any]:
-    """A constant argument as DuckDB's parse tree writes it (for the doctests)."""
-    return {"expression": {"class": "CONSTANT", "literal": {"kind": "X", "text": str(value)}}}

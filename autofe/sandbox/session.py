@@ -4,8 +4,8 @@ The layers, outermost first:
 
 1. :func:`~autofe.sandbox.guard.guard_sql` (sqlglot) refuses anything but one read query over
    warehouse tables calling allow-listed functions;
-2. :func:`~autofe.sandbox.guard.guard_duckdb_parse` checks DuckDB's own parse of the same text
-   with the same lists, so the two parsers cannot disagree about what runs;
+2. :func:`~autofe.sandbox.duckdb_parse.guard_duckdb_parse` checks DuckDB's own parse of the
+   same text with the same lists, so the two parsers cannot disagree about what runs;
 3. DuckDB itself: the warehouse opened read-only, no external access (files, URLs, extensions),
    no spilling to disk, a memory and a thread limit, then the configuration locked so no
    statement can undo any of it;
@@ -36,7 +36,8 @@ from typing import Any
 import duckdb
 
 from autofe.errors import AutofeError, ConfigError, SandboxViolation, WarehouseError, first_line
-from autofe.sandbox.guard import guard_duckdb_parse, guard_sql
+from autofe.sandbox.duckdb_parse import guard_duckdb_parse
+from autofe.sandbox.guard import guard_sql
 from autofe.sandbox.limits import SandboxLimits
 from autofe.warehouse.catalog import WarehouseCatalog, read_catalog
 

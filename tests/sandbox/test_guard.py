@@ -12,13 +12,8 @@ from sandbox_warehouse import FAST, build_warehouse
 from sqlglot import exp
 
 from autofe.errors import SandboxViolation
-from autofe.sandbox.guard import (
-    ALLOWED_FUNCTIONS,
-    MAX_GENERATED,
-    TABLE_FUNCTIONS,
-    guard_duckdb_parse,
-    guard_sql,
-)
+from autofe.sandbox.duckdb_parse import MAX_GENERATED, guard_duckdb_parse
+from autofe.sandbox.guard import ALLOWED_FUNCTIONS, TABLE_FUNCTIONS, guard_sql
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import QueryError, Sandbox
 from autofe.warehouse.catalog import code_catalog

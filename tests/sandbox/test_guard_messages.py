@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from autofe.errors import SandboxViolation
-from autofe.sandbox.guard import check_statements, guard_sql
+from autofe.sandbox.guard import guard_sql
+from autofe.sandbox.statements import check_statements
 from autofe.warehouse.catalog import code_catalog
 
 CATALOG = code_catalog()
