@@ -45,7 +45,8 @@ def route(state: LoopState) -> Literal["analyze", "finalize"]:
 
 
 def stop_after(evaluate: Node, settings: LoopSettings) -> Node:
-    """The evaluate node with the round's stop reason added to its update."""
+    """The evaluate node with the round's stop reason added to its update (applied here, so
+    the stop rules sit with the wiring and no node module imports the graph)."""
 
     async def evaluate_then_stop(state: LoopState) -> dict[str, Any]:
         update: dict[str, Any] = await evaluate(state)
