@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from sqlglot import exp
@@ -16,7 +17,14 @@ from sqlglot.errors import SqlglotError
 
 from autofe.errors import ModelError, SandboxViolation
 from autofe.featurespec import FeatureSpec
-from autofe.modeling.dataset import Value
+from autofe.modeling.dataset import (
+    LABELLED_SQL,
+    Dataset,
+    FeatureValues,
+    Value,
+    as_labelled,
+    build_dataset,
+)
 from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
 from autofe.sandbox.rewrite import restricted
 from autofe.sandbox.session import QueryError, Sandbox
@@ -48,6 +56,21 @@ def feature_values(
             "sandbox's max_rows)"
         )
     return {str(row[0]): plain(row[1]) for row in result.rows if row[0] is not None}
+
+
+def feature_matrix(db: Path, specs: Sequence[FeatureSpec]) -> Dataset:
+    """The labelled runs of ``db`` (time order) with the values of ``specs``, not gated.
+
+    Raises:
+        ModelError, WarehouseError: a feature cannot be computed, the warehouse cannot be read.
+    """
+    with Sandbox.open(db) as sandbox:
+        return labelled_matrix(sandbox, compute_values(sandbox, specs))
+
+
+def labelled_matrix(sandbox: Sandbox, values: FeatureValues) -> Dataset:
+    """The labelled runs ``sandbox`` reads (time order), with ``values`` as their features."""
+    return build_dataset(as_labelled(sandbox.query(LABELLED_SQL).rows), values)
 
 
 def parse_query(spec: FeatureSpec) -> exp.Query:
