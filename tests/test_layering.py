@@ -56,8 +56,6 @@ SAME_LAYER: dict[tuple[str, str], str] = {
     ("gates", "modeling"): "admitting a feature computes its values; coverage is counted once",
     # layer 2
     ("tools", "ingest"): "summarize_event_log is the event-log parser behind an MCP tool",
-    # layer 3
-    ("evals", "pipelines"): "reports score train's gated feature matrix (moving into gates/)",
 }
 
 

@@ -20,11 +20,11 @@ from numpy.typing import NDArray
 from autofe.evals.cost import PolicyResult, compare_policies
 from autofe.evals.sweeps import sweep_options
 from autofe.featurespec import FeatureSpec
+from autofe.gates.admit import admitted_matrix
 from autofe.modeling.dataset import Dataset
 from autofe.modeling.evaluate import Evaluation, cross_validate, evaluate_model
 from autofe.modeling.metrics import Metrics, score
 from autofe.modeling.train import RuntimeModel, fit
-from autofe.pipelines.train import feature_matrix, gate_features
 from autofe.warehouse.connect import open_warehouse
 
 HOLDOUT = 0.2
@@ -107,20 +107,13 @@ def build_report(
 def _evaluate_set(
     db: Path, name: str, specs: tuple[FeatureSpec, ...], holdout: float, seed: int
 ) -> tuple[SetResult, Dataset]:
-    started = time.perf_counter()
-    gate_features(db, specs)
-    gated = time.perf_counter()
-    data = feature_matrix(db, specs)
+    data, seconds = admitted_matrix(db, specs)
     computed = time.perf_counter()
     cut = round(len(data) * (1.0 - holdout))
     model = fit(data.rows(np.arange(cut)), seed)
     evaluation = evaluate_model(model, data.rows(np.arange(cut, len(data))))
     trained = time.perf_counter()
-    seconds = {
-        "gates": round(gated - started, 3),
-        "features": round(computed - gated, 3),
-        "train + holdout": round(trained - computed, 3),
-    }
+    seconds["train + holdout"] = round(trained - computed, 3)
     result = SetResult(name, specs, evaluation, gain_shares(model), seconds)
     options = sweep_options(db, cross_validate(data, COST_FOLDS, COST_MIN_TRAIN, seed))
     if options:

@@ -60,9 +60,9 @@ from autofe.evals.protocols import (
 from autofe.evals.report import COST_FOLDS, COST_MIN_TRAIN
 from autofe.evals.sweeps import sweep_options
 from autofe.ingest.ingest import ingest
+from autofe.modeling.compute import feature_matrix
 from autofe.modeling.dataset import build_dataset
 from autofe.modeling.evaluate import cross_validate
-from autofe.pipelines.train import feature_matrix
 from autofe.scheduler.catalog import Catalog
 from autofe.scheduler.jobfile import Budget, JobSet
 from autofe.scheduler.jobs import Checkpointing, Estimate, JobRequest, Shape, Tier

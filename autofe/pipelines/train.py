@@ -13,15 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autofe.errors import ConfigError, GateRejected
+from autofe.errors import ConfigError
 from autofe.featurespec import FeatureSpec
-from autofe.gates import GateContext, run_gates
+from autofe.gates.admit import admitted_matrix
 from autofe.modeling.artifact import Artifact, library_versions, save_model
-from autofe.modeling.compute import compute_values
-from autofe.modeling.dataset import LABELLED_SQL, Dataset, as_labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, evaluate_holdout
 from autofe.modeling.train import fit
-from autofe.sandbox.session import Sandbox
 from autofe.warehouse.connect import schema_fingerprint
 
 HOLDOUT = 0.2
@@ -62,11 +59,8 @@ def train_model(
     """
     if not 0.0 < holdout < 1.0:
         raise ConfigError(f"holdout share must be between 0 and 1, not {holdout}")
-    clock = _Clock()
-    gate_features(db, specs)
-    clock.lap("gates")
-    data = feature_matrix(db, specs)
-    clock.lap("features")
+    data, seconds = admitted_matrix(db, specs)
+    clock = _Clock(seconds)
     cut = round(len(data) * (1.0 - holdout))
     scored = evaluate_holdout(data, cut, seed)
     model = fit(data, seed)
@@ -78,32 +72,10 @@ def train_model(
     return TrainResult(path, artifact, scored, clock.seconds)
 
 
-def gate_features(db: Path, specs: Sequence[FeatureSpec]) -> None:
-    """Every feature must pass every gate before a model may use it.
-
-    Raises:
-        GateRejected: the first feature that fails, with all its reasons.
-    """
-    ctx = GateContext.load(db)
-    for spec in specs:
-        verdict = run_gates(spec, ctx)
-        if not verdict.accepted:
-            reasons = [f"{r.code}: {r.message}" for r in verdict.reasons]
-            raise GateRejected(f"feature {spec.name}", reasons)
-
-
-def feature_matrix(db: Path, specs: Sequence[FeatureSpec]) -> Dataset:
-    """The labelled runs of ``db`` (time order) with the values of ``specs``."""
-    with Sandbox.open(db) as sandbox:
-        values = compute_values(sandbox, specs)
-        runs = as_labelled(sandbox.query(LABELLED_SQL).rows)
-    return build_dataset(runs, values)
-
-
 class _Clock:
-    def __init__(self) -> None:
+    def __init__(self, seconds: dict[str, float]) -> None:
         self._last = time.perf_counter()
-        self.seconds: dict[str, float] = {}
+        self.seconds = dict(seconds)
 
     def lap(self, phase: str) -> None:
         now = time.perf_counter()
