@@ -1,10 +1,11 @@
 """``autofe features materialize``: gate a feature set, compute it on DuckDB or Spark, store it.
 
-The gates run first, always in DuckDB: on the warehouse itself when there is one (``--db``),
-else on a sample of whole jobs drawn from the Parquet tables
-(:mod:`autofe.warehouse.parquet_sample`).
-Only accepted features are computed; the values go to the feature store either way, so a model
-or ``autofe mcp`` reads them without knowing which engine made them.
+The gates always run in DuckDB. The DuckDB engine admits each feature on the warehouse
+(:func:`autofe.gates.admit.admit`: gated, then computed only if accepted); the Spark engine
+gates the whole set first, on the warehouse when there is one (``--db``), else on a sample of
+whole jobs drawn from the Parquet tables (:mod:`autofe.warehouse.parquet_sample`), and computes
+the accepted features on Spark. The values go to the feature store either way, so a model or
+``autofe mcp`` reads them without knowing which engine made them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Literal
 
 from autofe.errors import ConfigError, ModelError
 from autofe.featurespec import FeatureSpec
-from autofe.gates import GateContext, run_gates
-from autofe.modeling.compute import feature_values
+from autofe.gates import GateContext, Verdict, run_gates
+from autofe.gates.admit import admit, coverage, run_ids
 from autofe.pipelines.spark import (
     Refusal,
     SparkSettings,
@@ -89,19 +90,8 @@ def materialize_catalog(
         WarehouseError: a warehouse, table folder or the store cannot be read or written.
     """
     _check_inputs(settings)
-    started = time.perf_counter()
-    with TemporaryDirectory(prefix="autofe-gates-") as scratch:
-        gate_db = settings.db or gate_sample(
-            settings.tables or Path(), Path(scratch) / "sample.duckdb", settings.gate_sample_runs
-        )
-        accepted, rejected = gate(specs, gate_db)
-    gated = time.perf_counter()
-    if settings.engine == "duckdb":
-        stored, refused = _on_duckdb(accepted, settings.db or Path(), settings.store)
-    else:
-        found = materialize_on_spark(accepted, settings.tables or Path(), settings.spark)
-        stored, refused = write_spark_features(found, accepted, settings.store), found.refused
-    seconds = {"gates": round(gated - started, 3), "compute": round(time.perf_counter() - gated, 3)}
+    on_engine = _on_duckdb if settings.engine == "duckdb" else _on_spark
+    rejected, stored, refused, seconds = on_engine(specs, settings)
     where = (
         "warehouse"
         if settings.db
@@ -119,6 +109,52 @@ def _check_inputs(settings: MaterializeSettings) -> None:
         raise ConfigError(f"--engine must be duckdb or spark, not {settings.engine!r}")
 
 
+_Outcome = tuple[dict[str, list[str]], list[Materialized], list[Refusal], dict[str, float]]
+"""Rejected features with their reasons, what was stored, what was refused, seconds by phase."""
+
+
+def _on_duckdb(specs: Sequence[FeatureSpec], settings: MaterializeSettings) -> _Outcome:
+    """Each feature admitted (gated, then computed) on the warehouse, and stored."""
+    db = settings.db or Path()
+    ctx = GateContext.load(db)  # the gates keep their own limits, not the batch's
+    rejected, stored, refused = {}, [], []
+    started, gate_s = time.perf_counter(), 0.0
+    with Sandbox.open(db, BATCH_LIMITS) as sandbox:
+        runs = run_ids(sandbox)
+        for spec in specs:
+            try:
+                admission = admit(spec, ctx, sandbox)
+            except ModelError as exc:
+                refused.append(Refusal(spec.name, "run", str(exc)))
+                continue
+            gate_s += admission.gate_s
+            if admission.values is None:
+                rejected[spec.name] = _reasons(admission.verdict)
+                continue
+            share = coverage(admission.values, runs)
+            stored.append(
+                write_feature(settings.store, spec, list(admission.values.items()), share)
+            )
+    computed = time.perf_counter() - started - gate_s
+    return rejected, stored, refused, {"gates": round(gate_s, 3), "compute": round(computed, 3)}
+
+
+def _on_spark(specs: Sequence[FeatureSpec], settings: MaterializeSettings) -> _Outcome:
+    """The features gated in DuckDB (the warehouse, else a sample), the accepted computed on
+    Spark."""
+    started = time.perf_counter()
+    with TemporaryDirectory(prefix="autofe-gates-") as scratch:
+        gate_db = settings.db or gate_sample(
+            settings.tables or Path(), Path(scratch) / "sample.duckdb", settings.gate_sample_runs
+        )
+        accepted, rejected = gate(specs, gate_db)
+    gated = time.perf_counter()
+    found = materialize_on_spark(accepted, settings.tables or Path(), settings.spark)
+    stored = write_spark_features(found, accepted, settings.store)
+    seconds = {"gates": round(gated - started, 3), "compute": round(time.perf_counter() - gated, 3)}
+    return rejected, stored, found.refused, seconds
+
+
 def gate(specs: Sequence[FeatureSpec], db: Path) -> tuple[list[FeatureSpec], dict[str, list[str]]]:
     """The features every gate accepts on the warehouse at ``db``, and the others' reasons."""
     ctx = GateContext.load(db)
@@ -128,23 +164,9 @@ def gate(specs: Sequence[FeatureSpec], db: Path) -> tuple[list[FeatureSpec], dic
         if verdict.accepted:
             accepted.append(spec)
         else:
-            rejected[spec.name] = [f"{r.gate}/{r.code}: {r.message}" for r in verdict.reasons]
+            rejected[spec.name] = _reasons(verdict)
     return accepted, rejected
 
 
-def _on_duckdb(
-    specs: Sequence[FeatureSpec], db: Path, store: Path
-) -> tuple[list[Materialized], list[Refusal]]:
-    stored, refused = [], []
-    with Sandbox.open(db, BATCH_LIMITS) as sandbox:
-        runs = {str(r[0]) for r in sandbox.query("SELECT run_id FROM runs").rows}
-        for spec in specs:
-            try:
-                values = feature_values(sandbox, spec)
-            except ModelError as exc:
-                refused.append(Refusal(spec.name, "run", str(exc)))
-                continue
-            covered = sum(1 for r, v in values.items() if v is not None and r in runs)
-            coverage = covered / len(runs) if runs else 0.0
-            stored.append(write_feature(store, spec, list(values.items()), coverage))
-    return stored, refused
+def _reasons(verdict: Verdict) -> list[str]:
+    return [f"{r.gate}/{r.code}: {r.message}" for r in verdict.reasons]

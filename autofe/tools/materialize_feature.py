@@ -19,8 +19,9 @@ from pydantic import BaseModel
 
 from autofe.errors import ConfigError
 from autofe.featurespec import FeatureSpec
-from autofe.gates import GateContext, GateSettings, Reason, run_gates
-from autofe.sandbox.session import QueryResult, Sandbox
+from autofe.gates import GateContext, GateSettings, Reason
+from autofe.gates.admit import admit, coverage, run_ids
+from autofe.sandbox.session import Sandbox
 from autofe.warehouse.feature_store import write_feature
 
 
@@ -60,7 +61,7 @@ def gate_context(db: Path, sandbox: Sandbox, settings: GateSettings | None = Non
 def materialize_feature(
     spec: FeatureSpec, ctx: GateContext, sandbox: Sandbox, store: Path
 ) -> MaterializeResult:
-    """Run the gates on ``spec``; if it passes, compute and store its value for every run.
+    """Admit ``spec`` (:func:`~autofe.gates.admit.admit`) and store its value for every run.
 
     Re-materialising a feature replaces its stored values in one transaction.
 
@@ -71,40 +72,20 @@ def materialize_feature(
         store: the feature store file (never the warehouse itself).
 
     Raises:
-        ConfigError: ``store`` is the warehouse, or the feature has more rows than the
-            sandbox may fetch.
+        ConfigError: ``store`` is the warehouse.
         WarehouseError: the store cannot be written (nothing was changed), or the gates
             cannot open the warehouse (another configuration holds it in this process).
-        SandboxViolation, QueryError: computing the values failed after the gates passed.
+        ModelError: computing the values failed after the gates passed.
     """
     started = time.perf_counter()
     if Path(store).resolve() == Path(ctx.db).resolve():
         raise ConfigError(f"the feature store {store} is the warehouse: give another file")
-    verdict = run_gates(spec, ctx)
-    if not verdict.accepted:
-        return _result(spec, started, reasons=[_reason(r) for r in verdict.reasons])
-    values = _values(spec, sandbox)
-    stored = write_feature(Path(store), spec, values.rows, _coverage(values, sandbox))
+    admission = admit(spec, ctx, sandbox)
+    if admission.values is None:
+        return _result(spec, started, reasons=[_reason(r) for r in admission.verdict.reasons])
+    share = coverage(admission.values, run_ids(sandbox))
+    stored = write_feature(Path(store), spec, list(admission.values.items()), share)
     return _result(spec, started, rows=stored.rows, coverage=round(stored.coverage, 6))
-
-
-def _values(spec: FeatureSpec, sandbox: Sandbox) -> QueryResult:
-    result = sandbox.query(spec.sql, sandbox.limits.max_rows)
-    if result.truncated:
-        raise ConfigError(
-            f"feature {spec.name} returns more than {sandbox.limits.max_rows} rows, the "
-            "sandbox's max_rows: raise SandboxLimits.max_rows to materialise it"
-        )
-    if len(result.columns) != 2 or result.columns[0].lower() != "run_id":
-        raise ConfigError(f"feature {spec.name} must return (run_id, value), not {result.columns}")
-    return result
-
-
-def _coverage(values: QueryResult, sandbox: Sandbox) -> float:
-    """Share of runs with a non-null value, as the completeness gate counts it."""
-    runs = {row[0] for row in sandbox.query("SELECT run_id FROM runs").rows}
-    covered = {row[0] for row in values.rows if row[1] is not None and row[0] in runs}
-    return len(covered) / len(runs) if runs else 0.0
 
 
 def _reason(reason: Reason) -> GateReason:
