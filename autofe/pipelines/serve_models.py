@@ -225,7 +225,7 @@ class BatchRequest(_Strict):
     items: list[PredictRequest] = Field(min_length=1, max_length=MAX_BATCH)
 
 
-class ConfigurationChoice(_Strict):
+class Candidate(_Strict):
     """One configuration to price: an existing one by id, or a new one described."""
 
     cluster_config_id: Identifier | None = None
@@ -235,7 +235,7 @@ class ConfigurationChoice(_Strict):
     )
 
     @model_validator(mode="after")
-    def _names_a_configuration(self) -> ConfigurationChoice:
+    def _names_a_configuration(self) -> Candidate:
         if self.cluster_config_id is None and self.cluster is None:
             raise ValueError("give 'cluster_config_id' or 'cluster'")
         return self
@@ -245,7 +245,7 @@ class RecommendRequest(_Job):
     """A job, candidate configurations and a deadline: which is cheapest in time?"""
 
     submit_time: Timestamp
-    candidates: list[ConfigurationChoice] = Field(min_length=1, max_length=MAX_CANDIDATES)
+    candidates: list[Candidate] = Field(min_length=1, max_length=MAX_CANDIDATES)
     deadline_s: float = Field(gt=0, le=1e7)
     level: float = Field(
         default=0.9,

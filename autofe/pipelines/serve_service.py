@@ -44,7 +44,7 @@ from autofe.pipelines.serve_models import (
     ActualReport,
     Alternative,
     BatchItemOut,
-    ConfigurationChoice,
+    Candidate,
     HealthOut,
     JobEventReport,
     JobOut,
@@ -289,7 +289,7 @@ class Service:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def _prices(self, candidates: Sequence[ConfigurationChoice]) -> list[tuple[float, PriceSource]]:
+    def _prices(self, candidates: Sequence[Candidate]) -> list[tuple[float, PriceSource]]:
         wanted = {
             c.cluster_config_id
             for c in candidates
@@ -303,7 +303,7 @@ class Service:
         loaded: Loaded,
         request: RecommendRequest,
         index: int,
-        candidate: ConfigurationChoice,
+        candidate: Candidate,
         price: tuple[float, PriceSource],
     ) -> Alternative:
         config = candidate.cluster_config_id
@@ -417,7 +417,7 @@ def check_given_types(
 
 
 def _price(
-    index: int, candidate: ConfigurationChoice, stored: dict[str, float | None]
+    index: int, candidate: Candidate, stored: dict[str, float | None]
 ) -> tuple[float, PriceSource]:
     if candidate.hourly_price is not None:
         return candidate.hourly_price, "request"
