@@ -629,9 +629,13 @@ def nightly(
         int | None,
         typer.Option(help="Runs to compare on (default: latest 20 % or since the promotion)."),
     ] = None,
-    max_iterations: Annotated[int, typer.Option(min=1)] = 6,
-    budget_seconds: Annotated[float, typer.Option(help="Wall-clock budget of the loop.")] = 300.0,
-    per_round: Annotated[int, typer.Option(min=1, help="New candidates per round.")] = 70,
+    max_iterations: Annotated[int, typer.Option(min=1)] = LOOP.max_iterations,
+    budget_seconds: Annotated[
+        float, typer.Option(help="Wall-clock budget of the loop.")
+    ] = LOOP.budget_seconds,
+    per_round: Annotated[
+        int, typer.Option(min=1, help="New candidates per round.")
+    ] = LOOP.per_round,
     llm: Annotated[str | None, typer.Option(help="offline (default) or openai.")] = None,
     model: Annotated[str | None, typer.Option(help="Model name for --llm openai.")] = None,
     history: Annotated[
@@ -645,7 +649,6 @@ def nightly(
     skipped, 75 another nightly run holds the lock (docs/nightly.md).
     """
     from autofe.agents.llm import LLMSettings
-    from autofe.agents.settings import LoopSettings
     from autofe.console import EXIT_LOCKED
     from autofe.errors import ConfigError, LockHeld
     from autofe.pipelines.nightly import NightlySettings, nightly_history
