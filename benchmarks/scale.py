@@ -27,7 +27,7 @@ JVM) summed and sampled every 0.25 s, and the largest single process's peak: the
 - DuckDB ingest: ``autofe ingest --workers 2`` into a fresh warehouse file.
 - Spark ingest: ``autofe ingest --engine spark --master local[2]`` into a fresh Parquet folder
   (``autofe.pipelines.spark.spark_ingest``).
-- DuckDB features: what ``autofe.pipelines.train.feature_matrix`` does (``feature_values``
+- DuckDB features: what ``autofe.modeling.compute.feature_matrix`` does (``feature_values``
   per feature through the read-only sandbox, the labelled runs, ``build_dataset``) on that
   warehouse, with the sandbox's production limits (1 GB, 2 threads; ``--duckdb-memory`` to
   try another, reported as its own engine) except the per-query timeout
