@@ -23,7 +23,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from report import machine, percentile, write_section
 
-from autofe.config import REPO_DIR, IngestSettings, example_workspace, external_data_dir
+from autofe.config import REPO_DIR, IngestSettings, external_data_dir
 from autofe.ingest.ingest import ingest
 from autofe.tools.server import ServerConfig, build_server
 
@@ -68,7 +68,7 @@ async def measure(server: Any, cases: dict[str, dict[str, Any]], n: int) -> dict
 def build(tmp: Path, external: Path) -> ServerConfig:
     db = tmp / "w.duckdb"
     inputs = [
-        example_workspace(),
+        REPO_DIR / "examples" / "workspaces" / "mini",  # the gate tests' mix; has job 411
         external / "spark-eventlogs",
         REPO_DIR / "examples" / "mappings" / "c3o.toml",
     ]
