@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python benchmarks/mcp_latency.py [--calls 20] [--write docs/results.md]``
 
-The warehouse is the one the gate tests use (the example workspace, the 43 real event logs
+The warehouse is the one the gate tests use (the mini workspace, the 43 real event logs
 and C3O: ~4 700 runs), built in a temporary directory. Each tool is called ``--calls`` times
 (the gate-running feature tools 5 times) after one warm-up call; stdio runs ``autofe mcp`` as
 a subprocess the way an MCP host launches it.
