@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -30,6 +30,9 @@ from autofe.knowledge_base.cli import kb_app
 from autofe.lab.cli import lab_app
 from autofe.scheduler.cli import schedule_app
 from autofe.special_file import special_file
+
+if TYPE_CHECKING:
+    from autofe.pipelines.nightly import NightlyResult, NightlySettings
 
 
 class _Guarded(TyperGroup):
@@ -568,15 +571,7 @@ def run_command(
     from autofe.pipelines.run import resume as resume_run
     from autofe.pipelines.run import run as start_run
 
-    def progress(record: dict[str, Any]) -> None:
-        if not as_json:
-            err.print(
-                f"iteration {record['iteration']}: proposed {record['proposed']}, gated "
-                f"{record['gated']}, kept {record['kept']} ({record['features']} features), "
-                f"CV R² {record['cv_r2']:.3f}, MAPE {record['cv_mape']:.1%}",
-                highlight=False,
-            )
-
+    progress = _round_line(as_json)
     if resume is not None:
         result = resume_run(resume, progress=progress, api_key=os.environ.get("OPENAI_API_KEY"))
     else:
@@ -596,6 +591,21 @@ def run_command(
         print(json.dumps(result.metrics, indent=2, default=str))
         return
     _print_run(result.out, result.metrics)
+
+
+def _round_line(quiet: bool) -> Any:
+    """``autofe run``'s line per finished round (stderr), or nothing with ``--json``."""
+
+    def progress(record: dict[str, Any]) -> None:
+        if not quiet:
+            err.print(
+                f"iteration {record['iteration']}: proposed {record['proposed']}, gated "
+                f"{record['gated']}, kept {record['kept']} ({record['features']} features), "
+                f"CV R² {record['cv_r2']:.3f}, MAPE {record['cv_mape']:.1%}",
+                highlight=False,
+            )
+
+    return progress
 
 
 def _print_run(run_dir: Path, metrics: dict[str, Any]) -> None:
@@ -649,10 +659,8 @@ def nightly(
     skipped, 75 another nightly run holds the lock (docs/nightly.md).
     """
     from autofe.agents.llm import LLMSettings
-    from autofe.console import EXIT_LOCKED
-    from autofe.errors import ConfigError, LockHeld
+    from autofe.errors import ConfigError
     from autofe.pipelines.nightly import NightlySettings, nightly_history
-    from autofe.pipelines.nightly import nightly as run_nightly
 
     if history:
         _print_history(nightly_history(home), as_json)
@@ -665,17 +673,26 @@ def nightly(
     settings = NightlySettings(
         workspace, home, margin, recent, loop, LLMSettings.from_env(llm, model)
     )
-    try:  # notices (a stale lock cleared, new runs, the decision) go to stderr even with --json
-        result = run_nightly(settings, progress=_iteration_line(as_json), notice=_say)
-    except LockHeld as exc:
-        err.print(f"[bold red]locked:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_LOCKED) from None
+    result = _run_night(settings, as_json)
     if as_json:
         print(json.dumps(result.record, indent=2, default=str))
     else:
         _print_night(result.folder, result.record)
     if result.record["ingest"]["skipped"]:
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def _run_night(settings: NightlySettings, quiet: bool) -> NightlyResult:
+    """One nightly run; a lock held by another run exits with ``EXIT_LOCKED``."""
+    from autofe.console import EXIT_LOCKED
+    from autofe.errors import LockHeld
+    from autofe.pipelines.nightly import nightly as run_nightly
+
+    try:  # notices (a stale lock cleared, new runs, the decision) go to stderr even with --json
+        return run_nightly(settings, progress=_iteration_line(quiet), notice=_say)
+    except LockHeld as exc:
+        err.print(f"[bold red]locked:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_LOCKED) from None
 
 
 def _say(line: str) -> None:
