@@ -21,7 +21,7 @@ from autofe.agents.llm import (
     ProposalBatch,
     ProposalRequest,
 )
-from autofe.agents.state import Feature, LoopState
+from autofe.agents.state import Feature, LLMRound, LoopState
 from autofe.agents.toolbox import Toolbox
 from autofe.featurespec import FeatureSpec
 from autofe.knowledge_base.retrieve import KnowledgeBase
@@ -70,6 +70,7 @@ def analyze_node(ctx: LoopContext) -> Node:
             "profile": profile,
             "candidates": candidates,
             "proposals": candidates,
+            "llm": [llm_round(batch, ctx.backend.name, iteration)],
             "tokens": state.get("tokens", 0) + tokens,
             "phase_seconds": {"analyze": ctx.clock() - started},
         }
@@ -184,14 +185,43 @@ def _snippet(kb: KnowledgeBase, doc_id: str) -> KnowledgeSnippet:
     return KnowledgeSnippet(doc_id=doc.id, title=doc.title, text=doc.body[:1500])
 
 
+LLM_DROPS_FED_BACK = 20
+"""Dropped items of the previous round's answers the next request sees, with their reasons."""
+
+
 def planner_feedback(state: LoopState) -> dict[str, Any]:
     """The evaluator's feedback plus what a backend needs to avoid repeats and build on kept
-    features (their SQL, importance, value type and origin)."""
-    return {
+    features (their SQL, importance, value type and origin), and why the backend's own
+    answers lost items last round (so a model can stop repeating a mistake)."""
+    rounds = state.get("llm", [])
+    feedback = {
         **state.get("feedback", {}),
         "kept": [kept_for_planner(k) for k in state.get("kept", [])],
         "proposed_ids": list(state.get("proposed_ids", [])),
     }
+    if rounds and rounds[-1]["dropped"]:
+        feedback["answer_items_dropped"] = rounds[-1]["dropped"][:LLM_DROPS_FED_BACK]
+    return feedback
+
+
+def llm_round(batch: ProposalBatch, backend: str, iteration: int) -> LLMRound:
+    """The round's backend record, from its batch (state, ``run.log``, metrics, report)."""
+    return LLMRound(
+        iteration=iteration,
+        backend=backend,
+        output_format=batch.output_format,
+        requests=batch.usage.requests,
+        proposals=len(batch.proposals),
+        malformed=batch.malformed,
+        dropped=[d.model_dump() for d in batch.dropped],
+        refused=batch.refused,
+        warnings=list(batch.warnings),
+        prompt=batch.prompt.model_dump() if batch.prompt else None,
+        tokens_per_s=batch.tokens_per_s,
+        prompt_tokens=batch.usage.prompt_tokens,
+        completion_tokens=batch.usage.completion_tokens,
+        seconds=round(batch.usage.seconds, 3),
+    )
 
 
 def kept_for_planner(feature: Feature) -> dict[str, Any]:

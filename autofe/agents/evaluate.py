@@ -72,6 +72,9 @@ def evaluate_node(ctx: LoopContext) -> Node:
             cv_mape=result.cv.mape,
             seconds={k: round(v, 3) for k, v in seconds.items()},
             tokens=state.get("tokens", 0),
+            malformed=sum(
+                r["malformed"] for r in state.get("llm", []) if r["iteration"] == iteration
+            ),
         )
         return {
             "kept": result.kept,
@@ -216,7 +219,8 @@ def evaluate_round(
     train = _without_holdout(runs, settings.holdout)
     fresh = [f for f in new if f["gate"]["accepted"]]
     ids = [k["gate"]["feature_id"] for k in kept] + [f["gate"]["feature_id"] for f in fresh]
-    stored = read_store_values(store, ids)
+    # a round in which nothing passed the gates, before anything was kept, wrote no store yet
+    stored = read_store_values(store, ids) if ids else {}
     survivors, dropped = _screen(fresh, kept, stored, train, settings, iteration)
     values = {k["name"]: stored[k["gate"]["feature_id"]] for k in kept}
     values |= {s.name: stored[s.feature_id] for s in survivors}

@@ -19,7 +19,7 @@ from autofe.agents.evaluate import evaluate_node
 from autofe.agents.extract import extract_node
 from autofe.agents.finalize import finalize_node
 from autofe.agents.settings import LoopSettings
-from autofe.agents.state import LoopState, StopReason
+from autofe.agents.state import Iteration, LoopState, StopReason
 
 
 def build_graph(ctx: LoopContext) -> Any:
@@ -64,7 +64,7 @@ def stop_reason(
     history = [*state.get("history", []), *update["history"]]
     proposed = sum(h["proposed"] for h in history)
     rounds = [sum(h["seconds"].values()) for h in history]
-    if proposed_now == 0:
+    if proposed_now == 0 or _gated_nothing(history[-NOTHING_GATED_ROUNDS:]):
         return "no_candidates"
     if settings.targets.met(update["best_score"]) and proposed >= settings.min_proposals:
         return "targets_met"
@@ -75,6 +75,21 @@ def stop_reason(
     if settings.budget_tokens is not None and state.get("tokens", 0) >= settings.budget_tokens:
         return "budget_tokens"
     return None
+
+
+NOTHING_GATED_ROUNDS = 2
+"""Rounds in a row in which no candidate passed the gates, after which the loop stops
+(``no_candidates``): one such round is fed back to the backend with every reason, and a
+second one says the backend cannot write features this workspace accepts."""
+
+
+def _gated_nothing(rounds: list[Iteration]) -> bool:
+    """Whether these are the last NOTHING_GATED_ROUNDS rounds and none gated a candidate.
+
+    >>> _gated_nothing([{"gated": 0}, {"gated": 0}]), _gated_nothing([{"gated": 0}])
+    (True, False)
+    """
+    return len(rounds) == NOTHING_GATED_ROUNDS and not any(r["gated"] for r in rounds)
 
 
 def over_budget(rounds: list[float], budget: float) -> bool:

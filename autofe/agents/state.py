@@ -66,6 +66,28 @@ class Dropped(TypedDict):
     iteration: int
 
 
+class LLMRound(TypedDict):
+    """What the backend did in one round: requests, the format and context it settled on,
+    every proposal it dropped and why, a refusal, and the warnings on the way."""
+
+    iteration: int
+    backend: str
+    output_format: str | None
+    requests: int
+    proposals: int
+    malformed: int
+    dropped: list[dict[str, str]]
+    """``{"name", "reason"}`` of each item of an answer that did not become a proposal."""
+    refused: str | None
+    warnings: list[str]
+    prompt: dict[str, Any] | None
+    """How the prompt was fitted: context, budget, estimated tokens and what was cut."""
+    tokens_per_s: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+
 class Iteration(TypedDict):
     """One round's numbers, for the report's per-iteration curve."""
 
@@ -78,6 +100,8 @@ class Iteration(TypedDict):
     cv_mape: float
     seconds: dict[str, float]
     tokens: int
+    malformed: NotRequired[int]
+    """Items of the backend's answers dropped before the gates (see ``LoopState.llm``)."""
 
 
 class LoopState(TypedDict, total=False):
@@ -96,6 +120,8 @@ class LoopState(TypedDict, total=False):
     """Every feature kept so far, with both verdicts."""
     dropped: Annotated[list[Dropped], operator.add]
     history: Annotated[list[Iteration], operator.add]
+    llm: Annotated[list[LLMRound], operator.add]
+    """The backend's record of each round (:class:`LLMRound`)."""
     best_score: dict[str, float]
     tokens: int
     phase_seconds: dict[str, float]

@@ -25,9 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autofe.agents.backends import make_backend
 from autofe.agents.context import LoopContext
 from autofe.agents.graph import build_graph
-from autofe.agents.llm import LLMSettings, make_backend
+from autofe.agents.llm import LLMSettings
 from autofe.agents.planner import OfflinePlanner
 from autofe.agents.settings import EvalSettings, LoopSettings, Targets
 from autofe.agents.toolbox import McpToolbox

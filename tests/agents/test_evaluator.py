@@ -280,10 +280,29 @@ def test_a_missing_store_or_warehouse_is_named(
 ) -> None:
     with pytest.raises(WarehouseError, match=r"nowhere\.duckdb"):
         read_store_values(tmp_path / "nowhere.duckdb", ["x"])
-    with pytest.raises(WarehouseError, match=r"nowhere\.duckdb"):
-        evaluate_round(example_warehouse, tmp_path / "nowhere.duckdb", [], [], 1, None)
     with pytest.raises(WarehouseError, match=r"no-warehouse\.duckdb"):
         evaluate_round(tmp_path / "no-warehouse.duckdb", store, [], [], 1, None)
+
+
+def test_a_round_in_which_nothing_passed_the_gates_is_a_result_not_a_crash(
+    example_warehouse: Path, tmp_path: Path
+) -> None:
+    """Nothing gated before anything was kept: no store was ever written (issue #32)."""
+    refused = Feature(
+        name="model_id",
+        sql="model_id",
+        category="history",
+        value_type="DOUBLE",
+        rationale="",
+        kb_refs=[],
+        origin="llm",
+        gate=GateVerdict(
+            feature_id="", accepted=False, gate="tool", reasons=["refused"], coverage=None
+        ),
+    )
+    result = evaluate_round(example_warehouse, tmp_path / "nowhere.duckdb", [], [refused], 0, None)
+    assert (result.kept, result.dropped, result.cv.n) == ([], [], 0)
+    assert result.feedback["cv"] == {"r2": None, "mape": None, "n": 0}
 
 
 def test_psi_is_zero_for_the_same_distribution_and_large_for_a_shift() -> None:
