@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -14,6 +16,7 @@ from rich.table import Column, Table
 from typer.core import TyperGroup
 
 from autofe import __version__
+from autofe.agents.llm import LLMSettings
 from autofe.agents.settings import LoopSettings
 from autofe.config import DEFAULT_DB, IngestSettings, example_workspace, workspace_path
 from autofe.console import (
@@ -25,6 +28,7 @@ from autofe.console import (
     state,
     user_errors,
 )
+from autofe.errors import AutofeError, autofe_error_in
 from autofe.evals.cli import eval_app
 from autofe.knowledge_base.cli import kb_app
 from autofe.lab.cli import lab_app
@@ -77,6 +81,48 @@ app.add_typer(schedule_app, name="schedule")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DbOpt = Annotated[Path, typer.Option("--db", help="Warehouse file (DuckDB).")]
+
+
+LLM = LLMSettings(backend="offline")
+LlmOpt = Annotated[str | None, typer.Option(help="offline (default) or openai.")]
+ModelOpt = Annotated[str | None, typer.Option(help="Model name for --llm openai.")]
+LlmContextOpt = Annotated[
+    int,
+    typer.Option(
+        "--llm-context",
+        help="Tokens of the endpoint's context (prompt + answer); the prompt is trimmed to fit. "
+        "A smaller limit the endpoint reports wins.",
+    ),
+]
+LlmTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--llm-timeout", help="Seconds the endpoint may stay silent (before or between tokens)."
+    ),
+]
+LlmBatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--llm-batch",
+        min=1,
+        help="Proposals per request (default: sized to the endpoint's measured tokens/s).",
+    ),
+]
+LlmFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--llm-format", help="auto (ladder), json_schema, json_object or text structured output."
+    ),
+]
+
+
+def _llm_settings(
+    llm: str | None, model: str | None, context: int, timeout: float, batch: int | None, fmt: str
+) -> LLMSettings:
+    """The ``--llm*`` options as settings (the endpoint from the environment)."""
+    return LLMSettings.from_env(
+        llm, model, context_tokens=context, timeout_s=timeout, batch_size=batch, output_format=fmt
+    )
 
 
 @app.callback()
@@ -557,25 +603,29 @@ def run_command(
     min_proposals: Annotated[
         int, typer.Option(min=0, help="Go on until this many were proposed.")
     ] = LOOP.min_proposals,
-    llm: Annotated[str | None, typer.Option(help="offline (default) or openai.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name for --llm openai.")] = None,
+    llm: LlmOpt = None,
+    model: ModelOpt = None,
+    llm_context: LlmContextOpt = LLM.context_tokens,
+    llm_timeout: LlmTimeoutOpt = LLM.timeout_s,
+    llm_batch: LlmBatchOpt = LLM.batch_size,
+    llm_format: LlmFormatOpt = LLM.output_format,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the agent loop on a workspace: features, a model, metrics and a report."""
-    import os
-    from datetime import UTC, datetime
+    """Run the agent loop on a workspace: features, a model, metrics and a report.
 
-    from autofe.agents.llm import LLMSettings
+    Exit codes: 0 a model was written, 2 bad input or the endpoint failed (one ``error:``
+    line; ``--resume`` continues), 3 the loop stopped without any feature to fit a model on.
+    """
+    import os
+
     from autofe.agents.settings import Targets
-    from autofe.pipelines.run import RunSettings
     from autofe.pipelines.run import resume as resume_run
-    from autofe.pipelines.run import run as start_run
 
     progress = _round_line(as_json)
     if resume is not None:
-        result = resume_run(resume, progress=progress, api_key=os.environ.get("OPENAI_API_KEY"))
+        with _error_as_json(as_json, resume):
+            result = resume_run(resume, progress=progress, api_key=os.environ.get("OPENAI_API_KEY"))
     else:
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         loop = LoopSettings(
             Targets(target_r2, target_mape, target_mae),
             max_iterations=max_iterations,
@@ -584,13 +634,63 @@ def run_command(
             per_round=per_round,
             min_proposals=min_proposals,
         )
-        space = str((workspace_path(workspace) if workspace else example_workspace()).resolve())
-        settings = RunSettings(space, loop, LLMSettings.from_env(llm, model))
-        result = start_run(settings, out_dir or Path("runs") / stamp, progress=progress)
+        chosen = _llm_settings(llm, model, llm_context, llm_timeout, llm_batch, llm_format)
+        result = _start_run(workspace, out_dir, loop, chosen, progress, as_json)
     if as_json:
         print(json.dumps(result.metrics, indent=2, default=str))
-        return
-    _print_run(result.out, result.metrics)
+    else:
+        _print_run(result.out, result.metrics)
+    if result.metrics["model"] is None:
+        _no_model(result.out, result.metrics["stop_reason"])
+
+
+def _no_model(run_dir: Path, stop_reason: str) -> None:
+    """Why the run wrote no model (on stderr, also with ``--json``), and exit 3."""
+    from autofe.agents.state import STOP_WORDS
+
+    err.print(
+        f"no model: {STOP_WORDS.get(stop_reason, stop_reason)}; see "
+        f"{run_dir / 'report.html'} for every dropped candidate and its reason",
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(EXIT_PARTIAL)
+
+
+def _start_run(
+    workspace: Path | None,
+    out_dir: Path | None,
+    loop: LoopSettings,
+    llm: LLMSettings,
+    progress: Any,
+    as_json: bool,
+) -> Any:
+    """A new run of the workspace (default: the example) into ``out_dir`` (default: a stamped
+    folder under ``runs/``)."""
+    from datetime import UTC, datetime
+
+    from autofe.pipelines.run import RunSettings
+    from autofe.pipelines.run import run as start_run
+
+    space = str((workspace_path(workspace) if workspace else example_workspace()).resolve())
+    folder = out_dir or Path("runs") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    with _error_as_json(as_json, folder):
+        return start_run(RunSettings(space, loop, llm), folder, progress=progress)
+
+
+@contextmanager
+def _error_as_json(as_json: bool, folder: Path) -> Iterator[None]:
+    """With ``--json``, an error is also a JSON object on stdout (a script reading stdout
+    must not get nothing); the ``error:`` line and exit 2 follow as for any user error."""
+    try:
+        yield
+    except (AutofeError, BaseExceptionGroup) as exc:
+        error = autofe_error_in(exc)
+        if as_json and error is not None:
+            print(
+                json.dumps({"error": str(error), "kind": type(error).__name__, "out": str(folder)})
+            )
+        raise
 
 
 def _round_line(quiet: bool) -> Any:
@@ -601,7 +701,8 @@ def _round_line(quiet: bool) -> Any:
             err.print(
                 f"iteration {record['iteration']}: proposed {record['proposed']}, gated "
                 f"{record['gated']}, kept {record['kept']} ({record['features']} features), "
-                f"CV R² {record['cv_r2']:.3f}, MAPE {record['cv_mape']:.1%}",
+                f"CV R² {record['cv_r2']:.3f}, MAPE {record['cv_mape']:.1%}"
+                + (f", {n} answer items dropped" if (n := record.get("malformed")) else ""),
                 highlight=False,
             )
 
@@ -646,8 +747,12 @@ def nightly(
     per_round: Annotated[
         int, typer.Option(min=1, help="New candidates per round.")
     ] = LOOP.per_round,
-    llm: Annotated[str | None, typer.Option(help="offline (default) or openai.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name for --llm openai.")] = None,
+    llm: LlmOpt = None,
+    model: ModelOpt = None,
+    llm_context: LlmContextOpt = LLM.context_tokens,
+    llm_timeout: LlmTimeoutOpt = LLM.timeout_s,
+    llm_batch: LlmBatchOpt = LLM.batch_size,
+    llm_format: LlmFormatOpt = LLM.output_format,
     history: Annotated[
         bool, typer.Option("--history", help="List the past nights instead of running one.")
     ] = False,
@@ -658,7 +763,6 @@ def nightly(
     Exit codes: 0 done (promoted or kept), 2 bad input, 3 done but some workspace files were
     skipped, 75 another nightly run holds the lock (docs/nightly.md).
     """
-    from autofe.agents.llm import LLMSettings
     from autofe.errors import ConfigError
     from autofe.pipelines.nightly import NightlySettings, nightly_history
 
@@ -670,9 +774,8 @@ def nightly(
     loop = LoopSettings(
         max_iterations=max_iterations, budget_seconds=budget_seconds, per_round=per_round
     )
-    settings = NightlySettings(
-        workspace, home, margin, recent, loop, LLMSettings.from_env(llm, model)
-    )
+    chosen = _llm_settings(llm, model, llm_context, llm_timeout, llm_batch, llm_format)
+    settings = NightlySettings(workspace, home, margin, recent, loop, chosen)
     result = _run_night(settings, as_json)
     if as_json:
         print(json.dumps(result.record, indent=2, default=str))

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from autofe.errors import AutofeError
+from autofe.errors import AutofeError, autofe_error_in
 
 err = Console(stderr=True)
 out = Console()
@@ -32,20 +32,27 @@ state: dict[str, bool] = {"debug": False}
 
 
 def user_errors(fn: F) -> F:
-    """Turn :class:`AutofeError` into one clear line and exit 2 (a traceback with --debug)."""
+    """Turn :class:`AutofeError` into one clear line and exit 2 (a traceback with --debug);
+    also one wrapped in a task group's ``ExceptionGroup`` (:func:`autofe_error_in`)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except AutofeError as exc:
-            if state["debug"]:
+        except (AutofeError, BaseExceptionGroup) as exc:
+            error = autofe_error_in(exc)
+            if error is None or state["debug"]:
                 raise
-            # escaped: a message may hold brackets ("pip install 'autofe[spark]'")
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            report_error(error)
             raise typer.Exit(EXIT_USER_ERROR) from None
         except KeyboardInterrupt:
             err.print("interrupted: what was committed stays; nothing half-written was kept")
             raise typer.Exit(EXIT_INTERRUPTED) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def report_error(error: AutofeError) -> None:
+    """The one ``error:`` line on stderr (escaped: a message may hold brackets, as in
+    ``pip install 'autofe[spark]'``)."""
+    err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)

@@ -150,3 +150,26 @@ def first_line(exc: BaseException) -> str:
     """
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def autofe_error_in(exc: BaseException) -> AutofeError | None:
+    """The :class:`AutofeError` an exception is or wraps, or None.
+
+    The agent graph and the MCP client run nodes in anyio task groups, which raise an
+    ``ExceptionGroup`` around what a node raised; the user must see that error's one line,
+    not the group's traceback. Only a group whose every leaf is an AutofeError (the first is
+    returned) counts: a bug beside it keeps its traceback.
+
+    >>> autofe_error_in(ExceptionGroup("x", [ExceptionGroup("y", [ConfigError("bad")])]))
+    ConfigError('bad')
+    >>> autofe_error_in(ExceptionGroup("x", [ConfigError("bad"), KeyError("k")])) is None
+    True
+    """
+    if isinstance(exc, AutofeError):
+        return exc
+    if not isinstance(exc, BaseExceptionGroup):
+        return None
+    found = [autofe_error_in(inner) for inner in exc.exceptions]
+    if not found or any(f is None for f in found):
+        return None
+    return found[0]

@@ -170,10 +170,11 @@ def _handler(endpoint: FakeEndpoint) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serving() -> Iterator[FakeEndpoint]:
-    """The scripted server on a free loopback port, in a thread, for as long as the block."""
+def serving(port: int = 0) -> Iterator[FakeEndpoint]:
+    """The scripted server on loopback (a free port unless given), in a thread, for as long
+    as the block."""
     endpoint = FakeEndpoint(url="")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(endpoint))
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(endpoint))
     httpd.daemon_threads = True
     endpoint.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
@@ -194,6 +195,13 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeEndpoint]:
         monkeypatch.delenv(var, raising=False)
     with serving() as endpoint:
         yield endpoint
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (yet)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def completion(

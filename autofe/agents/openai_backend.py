@@ -26,7 +26,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -146,6 +146,20 @@ class OpenAIBackend:
         self._asked_models = False
         self._stream_usage = True
 
+    def remember(self, rounds: Sequence[Mapping[str, Any]]) -> None:
+        """Take up what earlier rounds of this run learned (a resumed run): the format the
+        endpoint settled on, its speed and a smaller context it reported."""
+        for r in rounds:
+            if (
+                r.get("output_format")
+                and r.get("proposals")
+                and self.settings.output_format == "auto"
+            ):
+                self.output_format, self.settled = r["output_format"], True
+            self.tokens_per_s = r.get("tokens_per_s") or self.tokens_per_s
+            prompt = r.get("prompt") or {}
+            self.context_tokens = min(self.context_tokens, prompt.get("context_tokens") or 10**9)
+
     @property
     def endpoint(self) -> str:
         """The base URL requests go to (named in every error)."""
@@ -187,7 +201,15 @@ class OpenAIBackend:
             size = min(self.batch_size(), wanted - len(gathered.proposals))
             before = len(gathered.proposals)
             asked = request.model_copy(update={"max_proposals": size})
-            if not self._one_request(client, asked, gathered) or gathered.refused is not None:
+            try:
+                answered = self._one_request(client, asked, gathered)
+            except LLMError as exc:
+                if not gathered.proposals:
+                    raise
+                # a later request failed: the round keeps what the earlier ones brought
+                gathered.warn(f"the round stops at {len(gathered.proposals)} proposals: {exc}")
+                return
+            if not answered or gathered.refused is not None:
                 return
             misses = misses + 1 if len(gathered.proposals) == before else 0
 

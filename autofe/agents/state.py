@@ -14,6 +14,15 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 StopReason = Literal[
     "targets_met", "max_iterations", "budget_seconds", "budget_tokens", "no_candidates"
 ]
+STOP_WORDS: dict[str, str] = {
+    "targets_met": "the CV score met every target",
+    "max_iterations": "the rounds asked for (--max-iterations) are done",
+    "budget_seconds": "the time budget (--budget-seconds) ran out",
+    "budget_tokens": "the LLM token budget (--budget-tokens) ran out",
+    "no_candidates": "no candidates: the backend proposed nothing, or nothing passed the gates "
+    "two rounds in a row",
+}
+"""Each stop reason in words, for the console and the report."""
 
 
 class GateVerdict(TypedDict):

@@ -29,11 +29,12 @@ from autofe.agents.backends import make_backend
 from autofe.agents.context import LoopContext
 from autofe.agents.graph import build_graph
 from autofe.agents.llm import LLMSettings
+from autofe.agents.openai_backend import OpenAIBackend
 from autofe.agents.planner import OfflinePlanner
 from autofe.agents.settings import EvalSettings, LoopSettings, Targets
 from autofe.agents.toolbox import McpToolbox
 from autofe.config import IngestSettings
-from autofe.errors import ConfigError
+from autofe.errors import AutofeError, ConfigError, LLMError, autofe_error_in
 from autofe.feature_catalog import load_catalog
 from autofe.featurespec import FeatureSpec
 from autofe.ingest.ingest import ingest
@@ -80,6 +81,9 @@ Progress = Callable[[dict[str, Any]], None]
 def _report(update: dict[str, Any], progress: Progress | None) -> None:
     for node, changes in update.items():
         log.info("node %s finished", node)
+        for record in (changes or {}).get("llm", []) if node == "analyze" else []:
+            if record["requests"]:
+                log.info("llm %s", json.dumps(record))
         if node != "evaluate" or not changes:
             continue
         for record in changes.get("history", []):
@@ -90,15 +94,24 @@ def _report(update: dict[str, Any], progress: Progress | None) -> None:
 
 @contextmanager
 def _run_log(out: Path) -> Iterator[None]:
-    """Log the run (nodes, iterations, warnings) to ``out/run.log`` while it lasts."""
+    """Log the run to ``out/run.log`` while it lasts: nodes, iterations, and every autofe
+    module's warnings (the LLM backend's retries and format changes among them) and errors.
+
+    The handler sits on the ``autofe`` logger, which stays at its level (warnings also reach
+    the console, as before), and on the run's own logger at INFO, which does not propagate:
+    its progress lines are the file's, the console gets the round lines.
+    """
+    package = logging.getLogger("autofe")
     handler = logging.FileHandler(RunDir(out).log, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    package.addHandler(handler)
     log.addHandler(handler)
     log.setLevel(logging.INFO)
-    log.propagate = False  # the run log is the file; the console gets the progress lines
+    log.propagate = False
     try:
         yield
     finally:
+        package.removeHandler(handler)
         log.removeHandler(handler)
         handler.close()
 
@@ -125,7 +138,7 @@ def run(
     else:
         ingest([Path(settings.workspace)], IngestSettings(db=run_dir.warehouse))
     with _run_log(out):
-        return asyncio.run(_loop(settings, out, kb, progress, resume=False))
+        return _drive(settings, out, kb, progress, resume=False)
 
 
 def resume(
@@ -140,7 +153,40 @@ def resume(
         raise ConfigError(f"{out} holds no run to resume (no {run_dir.checkpoints.name})")
     settings = load_settings(run_dir.settings, api_key)
     with _run_log(out):
-        return asyncio.run(_loop(settings, out, kb, progress, resume=True))
+        return _drive(settings, out, kb, progress, resume=True)
+
+
+def _drive(
+    settings: RunSettings,
+    out: Path,
+    kb: KnowledgeBase | None,
+    progress: Progress | None,
+    resume: bool,
+) -> RunResult:
+    """The loop, with an error raised inside the graph brought out of its task groups.
+
+    The one place every command that runs the graph (``run``, ``--resume``, ``nightly``)
+    gets its errors from: the user sees the :class:`AutofeError`'s one line, and ``run.log``
+    records it; an endpoint failure also says how to go on.
+    """
+    try:
+        return asyncio.run(_loop(settings, out, kb, progress, resume))
+    except (AutofeError, BaseExceptionGroup) as exc:
+        error = autofe_error_in(exc)
+        if error is None:
+            raise
+        if isinstance(error, LLMError):
+            error = LLMError(error.endpoint, f"{error.reason}. {_llm_hint(out)}")
+        log.error("stopped: %s", error)
+        raise error from None
+
+
+def _llm_hint(out: Path) -> str:
+    """How to go on after the endpoint failed: every finished round is checkpointed."""
+    return (
+        f"Finished rounds are kept: fix the endpoint, then continue with "
+        f"`autofe run --resume {out}`, or start again with `--llm offline`"
+    )
 
 
 def load_settings(path: Path, api_key: str | None = None) -> RunSettings:
@@ -181,6 +227,7 @@ async def _loop(
     run_dir = RunDir(out)
     db, store = run_dir.warehouse, run_dir.feature_store
     server = build_server(ServerConfig(db=db, roots=(Path(settings.workspace),), store=store))
+    backend = make_backend(settings.llm, OfflinePlanner)
     async with Client(server) as client:
         ctx = LoopContext(
             db=db,
@@ -188,7 +235,7 @@ async def _loop(
             out_dir=out,
             tools=McpToolbox(client),
             kb=kb or KnowledgeBase(),
-            backend=make_backend(settings.llm, OfflinePlanner),
+            backend=backend,
             settings=settings.loop,
             seed=warm_start_specs(settings),
         )
@@ -196,6 +243,8 @@ async def _loop(
             app = build_graph(ctx).compile(checkpointer=saver)
             config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 1000}
             first = None if resume else {"iteration": 0}
+            if resume and isinstance(backend, OpenAIBackend):
+                backend.remember((await app.aget_state(config)).values.get("llm", []))
             async for update in app.astream(first, config, stream_mode="updates"):
                 _report(update, progress)
             state = (await app.aget_state(config)).values
@@ -239,6 +288,26 @@ def run_metrics(state: dict[str, Any], seconds: float) -> dict[str, Any]:
         "rejected_by_stage": dict(sorted(by_stage.items())),
         "iterations": history,
         "tokens": state.get("tokens", 0),
+        "llm": llm_summary(state.get("llm", [])),
         "stop_reason": state.get("stop_reason"),
         "seconds": round(seconds, 2),
+    }
+
+
+def llm_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The backend's record: per round, and the dropped items counted by reason (the reason's
+    kind: the text before the first colon, so "category: Input should be ..." counts once)."""
+    by_reason: dict[str, int] = {}
+    for r in rounds:
+        for d in r["dropped"]:
+            kind = d["reason"].split(":")[0]
+            by_reason[kind] = by_reason.get(kind, 0) + 1
+    formats = [r["output_format"] for r in rounds if r["output_format"]]
+    return {
+        "output_format": formats[-1] if formats else None,
+        "requests": sum(r["requests"] for r in rounds),
+        "malformed": sum(r["malformed"] for r in rounds),
+        "dropped_by_reason": dict(sorted(by_reason.items())),
+        "warnings": sum(len(r["warnings"]) for r in rounds),
+        "rounds": rounds,
     }

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autofe.agents.state import Feature
+from autofe.agents.state import STOP_WORDS, Feature
 from autofe.run_dir import RunDir
 
 
@@ -22,10 +22,11 @@ def write_run_report(out: Path, metrics: dict[str, Any], kept: Sequence[Feature]
     parts = [
         f"<h1>autofe run {html.escape(out.name)}</h1>",
         _p(
-            f"Stopped: {metrics['stop_reason']}. {metrics['proposed']} candidates proposed, "
-            f"{metrics['accepted']} accepted, {metrics['seconds']:.0f} s, "
+            f"Stopped: {_stop_words(metrics['stop_reason'])}. {metrics['proposed']} candidates "
+            f"proposed, {metrics['accepted']} accepted, {metrics['seconds']:.0f} s, "
             f"{metrics['tokens']} LLM tokens."
         ),
+        *([] if metrics["model"] else [_p("No model was written: no feature was kept.")]),
         "<h2>Holdout (latest runs by submit time, never seen by the loop)</h2>",
         _table(
             ["metric", "value"], [[k, _fmt(v)] for k, v in (metrics.get("holdout") or {}).items()]
@@ -47,6 +48,7 @@ def write_run_report(out: Path, metrics: dict[str, Any], kept: Sequence[Feature]
         ),
         "<h2>Kept features by importance</h2>",
         _table(["feature", "category", "share of gain", "iteration"], _kept_rows(kept)),
+        *llm_section(metrics.get("llm") or {}),
     ]
     page = RunDir(out).report
     style = "body{font-family:sans-serif;max-width:1000px;margin:2em auto}td,th{padding:2px 8px}"
@@ -56,6 +58,50 @@ def write_run_report(out: Path, metrics: dict[str, Any], kept: Sequence[Feature]
         encoding="utf-8",
     )
     return page
+
+
+def _stop_words(reason: str | None) -> str:
+    return f"{reason} ({STOP_WORDS[reason]})" if reason in STOP_WORDS else str(reason)
+
+
+def llm_section(llm: dict[str, Any]) -> list[str]:
+    """What the LLM backend did, per round: requests, the structured-output rung, speed, how
+    the prompt was fitted, every item it dropped with why, refusals and warnings (nothing for
+    the offline planner, which makes no requests)."""
+    rounds = [r for r in llm.get("rounds", []) if r["requests"]]
+    if not rounds:
+        return []
+    parts = [
+        "<h2>LLM backend</h2>",
+        _table(
+            ["round", "requests", "format", "tokens/s", "prompt tokens", "proposals", "dropped"],
+            [_llm_row(r) for r in rounds],
+        ),
+    ]
+    cuts = sorted({c for r in rounds if r["prompt"] for c in r["prompt"]["cut"]})
+    if cuts:
+        parts.append(_p("Cut from the prompt to fit the context: " + "; ".join(cuts) + "."))
+    dropped = [[str(r["iteration"]), d["name"], d["reason"]] for r in rounds for d in r["dropped"]]
+    if dropped:
+        parts += ["<h3>Dropped from the answers</h3>", _table(["round", "item", "why"], dropped)]
+    notes = [[str(r["iteration"]), w] for r in rounds for w in r["warnings"]]
+    notes += [[str(r["iteration"]), f"refused: {r['refused']}"] for r in rounds if r["refused"]]
+    if notes:
+        parts += ["<h3>Warnings</h3>", _table(["round", "warning"], notes)]
+    return parts
+
+
+def _llm_row(r: dict[str, Any]) -> list[str]:
+    speed = r["tokens_per_s"]
+    return [
+        str(r["iteration"]),
+        str(r["requests"]),
+        str(r["output_format"]),
+        "" if speed is None else f"{speed:.1f}",
+        str(r["prompt_tokens"]),
+        str(r["proposals"]),
+        str(len(r["dropped"])),
+    ]
 
 
 def _iteration_row(h: dict[str, Any]) -> list[str]:
