@@ -64,6 +64,10 @@ from autofe.sandbox.session import Sandbox
 from autofe.warehouse.connect import open_warehouse, schema_fingerprint
 
 RECORD_FILE = "nightly.json"
+NIGHT_AGAIN = (
+    "Nothing was promoted and the champion keeps serving: fix the endpoint, then run "
+    "`autofe nightly` again, or use `--llm offline`"
+)
 RUN_DIR = "run"
 Notice = Callable[[str], None]
 
@@ -429,6 +433,7 @@ def _challenge(
         kb,
         progress,
         warehouse=home.warehouse,
+        again=NIGHT_AGAIN,
     ).metrics
     night.record["loop"] = {
         "run_dir": str(out),

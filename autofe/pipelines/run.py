@@ -122,11 +122,14 @@ def run(
     kb: KnowledgeBase | None = None,
     progress: Progress | None = None,
     warehouse: Path | None = None,
+    again: str | None = None,
 ) -> RunResult:
     """Start a run into ``out`` (which must not hold one already).
 
     ``warehouse``: a warehouse already holding the workspace, copied into the run directory
     rather than ingesting the workspace from scratch (the loop reads only its own copy).
+    ``again``: how the caller's user goes on after the LLM endpoint failed (default: resume
+    this run).
     """
     run_dir = RunDir(out)
     if run_dir.checkpoints.exists():
@@ -138,7 +141,7 @@ def run(
     else:
         ingest([Path(settings.workspace)], IngestSettings(db=run_dir.warehouse))
     with _run_log(out):
-        return _drive(settings, out, kb, progress, resume=False)
+        return _drive(settings, out, kb, progress, resume=False, again=again)
 
 
 def resume(
@@ -162,6 +165,7 @@ def _drive(
     kb: KnowledgeBase | None,
     progress: Progress | None,
     resume: bool,
+    again: str | None = None,
 ) -> RunResult:
     """The loop, with an error raised inside the graph brought out of its task groups.
 
@@ -176,7 +180,7 @@ def _drive(
         if error is None:
             raise
         if isinstance(error, LLMError):
-            error = LLMError(error.endpoint, f"{error.reason}. {_llm_hint(out)}")
+            error = LLMError(error.endpoint, f"{error.reason}. {again or _llm_hint(out)}")
         log.error("stopped: %s", error)
         raise error from None
 

@@ -8,6 +8,7 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from autofe.cli import app
@@ -67,3 +68,32 @@ def test_a_live_lock_exits_with_its_own_code_and_stays(tmp_path: Path) -> None:
     assert "holds the lock" in output and f"pid {os.getpid()} on {holder['host']}" in output
     assert json.loads(lock.read_text()) == holder
     assert not (tmp_path / "nightly").exists()  # no night was started
+
+
+def test_an_endpoint_that_is_down_is_one_line_saying_to_run_the_night_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nightly's loop is not resumed by hand: the hint says to run the night again."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    home = tmp_path / "home"
+    code, output = nightly(
+        "--workspace",
+        str(EXAMPLE_DIR),
+        "--home",
+        str(home),
+        "--llm",
+        "openai",
+        "--max-iterations",
+        "1",
+    )
+    assert code == EXIT_USER_ERROR
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "connection failed" in errors[0]
+    assert "run `autofe nightly` again" in " ".join(output.split())
+    assert "--resume" not in output
