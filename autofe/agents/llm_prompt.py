@@ -68,10 +68,11 @@ found there.
 Answer only with JSON matching the feature_proposals schema."""
 
 SHAPE_RULE = f"""
-The answer is one JSON object and nothing else (no prose, no code fence): \
-{{"proposals": [{{"name": "...", "sql": "SELECT run_id, ... AS value FROM ...", \
-"category": "one of the categories", "value_type": "one of {", ".join(VALUE_TYPES)}", \
-"rationale": "...", "kb_refs": ["doc_id", ...]}}, ...]}}"""
+The answer is one JSON object and nothing else (no prose, no code fence), a list of new \
+features shaped like this one-feature example (value_type: one of {", ".join(VALUE_TYPES)}): \
+{{"proposals": [{{"name": "submit_hour", "sql": "SELECT run_id, hour(submit_time) AS value \
+FROM runs", "category": "calendar", "value_type": "DOUBLE", "rationale": "Runs submitted at \
+busy hours share the cluster.", "kb_refs": []}}]}}"""
 """Added to the rules when the endpoint cannot be held to the schema (JSON mode, plain text)."""
 
 _USER_TEMPLATE = """\

@@ -318,7 +318,11 @@ class OpenAIBackend:
             items = proposal_items(answer.content)
         except Malformed as exc:
             gathered.malformed += 1
-            gathered.warn(f"LLM answer on {self.output_format} was malformed: {exc}")
+            gathered.warn(
+                f"LLM answer on {self.output_format} was malformed (finish_reason "
+                f"{answer.finish}, {len(answer.content)} characters, ending "
+                f"{one_line(answer.content[-80:], 80)!r}): {exc}"
+            )
             return None
         self.settled = True
         return items
