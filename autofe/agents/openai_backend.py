@@ -68,6 +68,9 @@ TOKENS_PER_PROPOSAL = 150
 """Answer tokens one proposal takes (name, SQL, rationale): about 120 measured with Gemma 3."""
 ANSWER_TOKENS_PER_PROPOSAL = 400
 """``max_tokens`` per proposal asked for: room for a long SQL statement."""
+PROMPT_READ_TOKENS_PER_S = 50.0
+"""Prompt tokens a slow endpoint reads per second, allowed on top of ``--llm-timeout`` before
+the first token: Gemma 3 270M read 25,614 tokens in 456 s on 2 busy cores (56 per second)."""
 MISSES_TO_STOP = 2
 """Requests in a row without a new valid proposal after which a round asks no more."""
 FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output")
@@ -402,8 +405,9 @@ class OpenAIBackend:
             LLMError: any other HTTP error (retrying a bad key or model name cannot help).
         """
         started = time.monotonic()
-        stream = self._create(client, messages, proposals)
-        answer = _read_stream(stream, self.settings.timeout_s)
+        first_wait = self.first_token_wait(messages)
+        stream = self._create(client, messages, proposals, first_wait)
+        answer = _read_stream(stream, self.settings.timeout_s, first_wait)
         reported = answer.usage
         usage = Usage(
             prompt_tokens=reported.prompt_tokens or estimate_tokens(messages),
@@ -419,8 +423,24 @@ class OpenAIBackend:
             )
         return answer
 
+    def first_token_wait(self, messages: Sequence[ChatCompletionMessageParam]) -> float:
+        """Seconds to wait for the first token: the timeout plus the time a slow CPU server
+        needs to read the prompt (:data:`PROMPT_READ_TOKENS_PER_S`), which is no stall.
+
+        >>> OpenAIBackend(LLMSettings(backend="openai")).first_token_wait(
+        ...     [{"role": "user", "content": "x" * 35_000}])
+        260.0
+        """
+        return float(
+            self.settings.timeout_s + round(estimate_tokens(messages) / PROMPT_READ_TOKENS_PER_S)
+        )
+
     def _create(
-        self, client: OpenAI, messages: list[ChatCompletionMessageParam], proposals: int
+        self,
+        client: OpenAI,
+        messages: list[ChatCompletionMessageParam],
+        proposals: int,
+        first_wait: float,
     ) -> Any:
         """Send the request; the open stream, or the failure sorted by what can be done."""
         import openai
@@ -438,10 +458,11 @@ class OpenAIBackend:
                 temperature=self.settings.temperature,
                 max_tokens=self.answer_tokens(proposals),
                 stream=True,
+                timeout=first_wait,
                 **options,
             )
         except openai.APITimeoutError as exc:
-            raise _Transient(f"timed out after {self.settings.timeout_s:g} s") from exc
+            raise _Transient(f"timed out after {first_wait:g} s waiting for an answer") from exc
         except openai.APIConnectionError as exc:
             raise _Transient(f"connection failed: {exc}") from exc
         except openai.APIStatusError as exc:
@@ -470,8 +491,9 @@ def _meta(entry: Any) -> dict[str, Any]:
     return {"n_ctx": meta.get("n_ctx")} if isinstance(meta, dict) and "n_ctx" in meta else {}
 
 
-def _read_stream(stream: Any, timeout_s: float) -> _Answer:
-    """Every chunk of a stream, giving up after ``timeout_s`` without one.
+def _read_stream(stream: Any, timeout_s: float, first_wait: float) -> _Answer:
+    """Every chunk of a stream, giving up after ``timeout_s`` without one (``first_wait``
+    before the first chunk holding content: the server is still reading the prompt).
 
     The chunks are read in a helper thread and waited for here, so a server that keeps the
     connection alive with SSE comments (which the SDK never hands over) while its model is
@@ -486,11 +508,12 @@ def _read_stream(stream: Any, timeout_s: float) -> _Answer:
     first: float | None = None
     while True:
         try:
-            kind, value = chunks.get(timeout=timeout_s)
+            kind, value = chunks.get(timeout=timeout_s if first is not None else first_wait)
         except queue.Empty:
             threading.Thread(target=stream.close, daemon=True).start()
+            waited = timeout_s if first is not None else first_wait
             raise _Transient(
-                f"timed out after {timeout_s:g} s without output (the answer stalled)"
+                f"timed out after {waited:g} s without output (the answer stalled)"
             ) from None
         if kind == "end":
             break
@@ -498,8 +521,9 @@ def _read_stream(stream: Any, timeout_s: float) -> _Answer:
             if _transport_error(value):
                 raise _Transient(f"connection lost mid-answer: {one_line(str(value))}") from value
             raise value
-        first = first if first is not None else time.monotonic()
         _add_chunk(answer, value)
+        if first is None and (answer.content or answer.refusal or answer.finish):
+            first = time.monotonic()  # the role-only chunk some servers send at once is no token
     if answer.finish is None:
         # every OpenAI-compatible server ends an answer with a finish_reason: this one broke off
         got = f" after {len(answer.content)} characters" if answer.content else ""

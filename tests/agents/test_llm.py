@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from llm_endpoint import FakeEndpoint, Reply, completion, item, proposals, server
 
+from autofe.agents import openai_backend
 from autofe.agents.backends import make_backend
 from autofe.agents.llm import (
     KnowledgeSnippet,
@@ -144,8 +145,9 @@ def test_content_filter_counts_as_a_refusal(server: FakeEndpoint) -> None:
 
 
 def test_timeout_raises_llm_error_naming_the_endpoint_after_retries(
-    server: FakeEndpoint,
+    server: FakeEndpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(openai_backend, "PROMPT_READ_TOKENS_PER_S", 1e9)  # no reading allowance
     late = Reply(completion(proposals(item("a"))), delay_s=2.0)
     server.script(late, late)
     sleeps = Sleeps()
@@ -579,3 +581,17 @@ def test_stream_options_refused_are_dropped(server: FakeEndpoint) -> None:
     assert [p.name for p in batch.proposals] == ["a"]
     assert "stream_options" in server.received[0]
     assert "stream_options" not in server.received[1]
+
+
+def test_the_first_token_may_take_the_time_a_slow_server_needs_to_read_the_prompt(
+    server: FakeEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the prompt is silence but no stall: --llm-timeout plus 50 tokens/s of prompt."""
+    monkeypatch.setattr(openai_backend, "PROMPT_READ_TOKENS_PER_S", 1000.0)
+    server.script(Reply(completion(proposals(item("a"))), delay_s=0.8))
+    chosen = backend(server, Sleeps(), timeout_s=0.3)
+    batch = chosen.propose(request(knowledge=many_documents(3), max_proposals=1))
+    assert [p.name for p in batch.proposals] == ["a"]
+    assert batch.warnings == []
+    sent = server.received[0]["messages"]
+    assert chosen.first_token_wait(sent) > 0.8
