@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 DEMO_DB ?= demo.duckdb
 
-.PHONY: demo test test-slow test-lab test-spark test-airflow lint bench clean
+.PHONY: demo test test-slow test-lab test-spark test-airflow test-llm lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,21 @@ $(AIRFLOW_VENV)/.installed:
 test-airflow: $(AIRFLOW_VENV)/.installed
 	$(AIRFLOW_VENV)/bin/python -m pytest -q -p no:cacheprovider -c /dev/null --noconftest \
 		tests/examples/test_airflow_dag.py tests/examples/test_airflow_schedule_operator.py
+
+# the real-model check before a release (not in CI: minutes of CPU inference): Gemma 3 270M
+# behind llama-cpp-python's OpenAI-compatible server, run from its own venv (compiled from an
+# sdist the first time, see requirements-llm.txt), and one round of `autofe run --llm openai`
+# against it; -s prints the round's measured numbers
+LLM_VENV ?= .venv-llm
+$(LLM_VENV)/.installed: requirements-llm.txt
+	$(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(LLM_VENV)/bin/pip install --quiet -r requirements-llm.txt
+	touch $@
+
+test-llm: $(BIN)/.installed $(LLM_VENV)/.installed
+	HF_HUB_OFFLINE=1 AUTOFE_LLM_PYTHON=$(abspath $(LLM_VENV))/bin/python \
+		$(BIN)/python -m pytest -q -s -m llm tests/llm
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/ingest.py
