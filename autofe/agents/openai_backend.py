@@ -71,6 +71,8 @@ ANSWER_TOKENS_PER_PROPOSAL = 400
 PROMPT_READ_TOKENS_PER_S = 50.0
 """Prompt tokens a slow endpoint reads per second, allowed on top of ``--llm-timeout`` before
 the first token: Gemma 3 270M read 25,614 tokens in 456 s on 2 busy cores (56 per second)."""
+RETRY_TEMPERATURE = 0.7
+"""Temperature of a request asked again after a malformed answer."""
 MISSES_TO_STOP = 2
 """Requests in a row without a new valid proposal after which a round asks no more."""
 FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output")
@@ -148,6 +150,7 @@ class OpenAIBackend:
         self.context_tokens = settings.context_tokens
         self._asked_models = False
         self._stream_usage = True
+        self._varied = False
 
     def remember(self, rounds: Sequence[Mapping[str, Any]]) -> None:
         """Take up what earlier rounds of this run learned (a resumed run): the format the
@@ -298,7 +301,9 @@ class OpenAIBackend:
                 failure = None
                 items = self._items(answer, gathered)
                 if items is not None or gathered.refused is not None:
+                    self._varied = False
                     return items
+                self._varied = True  # the same prompt at temperature 0 gives the same answer
                 if self._ignored_format(answer) and self._step_down(
                     "the answer held no JSON", gathered
                 ):
@@ -423,13 +428,21 @@ class OpenAIBackend:
             )
         return answer
 
+    def temperature(self) -> float:
+        """The request's temperature: the setting, or at least :data:`RETRY_TEMPERATURE` when
+        the last answer was malformed (at temperature 0 the same prompt gives the same answer,
+        so asking again unchanged only repeats it: seen with Gemma 3 270M)."""
+        if self._varied:
+            return max(self.settings.temperature, RETRY_TEMPERATURE)
+        return self.settings.temperature
+
     def first_token_wait(self, messages: Sequence[ChatCompletionMessageParam]) -> float:
         """Seconds to wait for the first token: the timeout plus the time a slow CPU server
         needs to read the prompt (:data:`PROMPT_READ_TOKENS_PER_S`), which is no stall.
 
         >>> OpenAIBackend(LLMSettings(backend="openai")).first_token_wait(
         ...     [{"role": "user", "content": "x" * 35_000}])
-        260.0
+        279.0
         """
         return float(
             self.settings.timeout_s + round(estimate_tokens(messages) / PROMPT_READ_TOKENS_PER_S)
@@ -455,7 +468,7 @@ class OpenAIBackend:
             return client.chat.completions.create(
                 model=self.settings.model,
                 messages=messages,
-                temperature=self.settings.temperature,
+                temperature=self.temperature(),
                 max_tokens=self.answer_tokens(proposals),
                 stream=True,
                 timeout=first_wait,

@@ -100,7 +100,8 @@ def test_malformed_json_once_is_retried_and_both_requests_are_counted(
     assert batch.usage.requests == 2
     assert (batch.usage.prompt_tokens, batch.usage.completion_tokens) == (190, 45)
     assert sleeps.calls == [0.5]
-    assert len(server.received) == 2
+    # asked again unchanged at temperature 0, a model gives the same malformed answer
+    assert [r["temperature"] for r in server.received] == [0.0, 0.7]
 
 
 def test_malformed_every_time_gives_an_empty_batch_not_an_error(server: FakeEndpoint) -> None:
@@ -534,7 +535,7 @@ def test_the_prompt_is_trimmed_to_the_context_most_useful_first(server: FakeEndp
     docs = json.loads(user.split("<knowledge>\n")[1].split("\n</knowledge>")[0])
     assert [d["doc_id"] for d in docs] == [f"kb-{i}" for i in range(len(docs))]
     assert 0 < len(docs) < 56
-    assert len(user.encode()) / 3.5 <= 4096 - 464
+    assert len(user.encode()) / 3.2 <= 4096 - 464
 
 
 def test_a_context_length_error_shrinks_the_prompt_and_asks_again(server: FakeEndpoint) -> None:
