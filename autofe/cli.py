@@ -704,6 +704,7 @@ def _round_line(quiet: bool) -> Any:
                 f"CV R² {record['cv_r2']:.3f}, MAPE {record['cv_mape']:.1%}"
                 + (f", {n} answer items dropped" if (n := record.get("malformed")) else ""),
                 highlight=False,
+                soft_wrap=True,
             )
 
     return progress
