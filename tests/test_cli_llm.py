@@ -151,3 +151,17 @@ def test_bad_llm_options_are_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path:
         result, _ = llm_run(monkeypatch, "http://127.0.0.1:9/v1", tmp_path / option, option, value)
         assert result.exit_code == EXIT_USER_ERROR
         assert said in one_error_line(result)
+
+
+def test_a_format_the_endpoint_refuses_when_fixed_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--llm-format json_schema`` takes the ladder away: the refusal is the error."""
+    with serving() as server:
+        server.script(Reply({"error": {"message": LLAMA_CPP_REFUSAL}}, status=500))
+        result, _ = llm_run(
+            monkeypatch, server.url, tmp_path / "run", "--llm-format", "json_schema"
+        )
+    assert result.exit_code == EXIT_USER_ERROR
+    line = one_error_line(result)
+    assert "HTTP 500" in line and "response_format" in line and "--resume" in line
