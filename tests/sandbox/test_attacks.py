@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -91,9 +92,35 @@ def test_there_are_enough_attacks_of_each_kind() -> None:
     assert len({a.sql for a in ATTACKS}) == len(ATTACKS), "duplicate attacks"
 
 
+class _ExecuteSpy:
+    """A sandbox cursor that records every statement it executes (the guards' own probes
+    included), so a test can tell whether the attack itself ever ran."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+        self.executed: list[str] = []
+
+    def execute(self, statement: str, *args: Any) -> Any:
+        self.executed.append(statement)
+        return self._cursor.execute(statement, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.path.stem)
-def test_attack_is_refused_or_stopped(attack: Attack, target: Target) -> None:
+def test_attack_is_refused_or_stopped(
+    attack: Attack, target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sql = attack.sql.replace("{tmp}", str(target.watched))
+    spies: list[_ExecuteSpy] = []
+    make_cursor = target.box._cursor
+
+    def spied(statement: str) -> Any:
+        spies.append(_ExecuteSpy(make_cursor(statement)))
+        return spies[-1]
+
+    monkeypatch.setattr(target.box, "_cursor", spied)
     started = time.monotonic()
     with pytest.raises(SandboxViolation) as caught:
         target.box.query(sql)
@@ -102,9 +129,11 @@ def test_attack_is_refused_or_stopped(attack: Attack, target: Target) -> None:
     if attack.stopped:
         assert re.search(r"timeout|memory limit", reason), reason
         assert elapsed < FAST.timeout_s + GRACE_S, f"stopped only after {elapsed:.1f} s"
+        assert any(sql in spy.executed for spy in spies), "the spy saw the stopped query run"
     else:
         assert re.search(attack.reason, reason), f"{attack.path.name}: refused with {reason!r}"
-        assert elapsed < 1.0, "a refusal must not run the query"
+        # a refusal never runs the query (checked by what ran, not by how long it took)
+        assert all(sql not in spy.executed for spy in spies), "a refusal must not run the query"
         _assert_span_inside(caught.value, sql)
     assert list(target.watched.iterdir()) == []
     assert [p.name for p in target.db.parent.iterdir()] == ["w.duckdb"]
