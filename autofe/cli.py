@@ -616,26 +616,36 @@ def run_command(
     Exit codes: 0 a model was written, 2 bad input or the endpoint failed (one ``error:``
     line; ``--resume`` continues), 3 the loop stopped without any feature to fit a model on.
     """
+    from autofe.agents.settings import Targets
+
+    if resume is not None:
+        _show_run(_resume_run(resume, as_json), as_json)
+        return
+    loop = LoopSettings(
+        Targets(target_r2, target_mape, target_mae),
+        max_iterations=max_iterations,
+        budget_seconds=budget_seconds,
+        budget_tokens=budget_tokens,
+        per_round=per_round,
+        min_proposals=min_proposals,
+    )
+    chosen = _llm_settings(llm, model, llm_context, llm_timeout, llm_batch, llm_format)
+    _show_run(_start_run(workspace, out_dir, loop, chosen, _round_line(as_json), as_json), as_json)
+
+
+def _resume_run(folder: Path, as_json: bool) -> Any:
+    """The run in ``folder`` continued (the API key again from the environment)."""
     import os
 
-    from autofe.agents.settings import Targets
     from autofe.pipelines.run import resume as resume_run
 
-    progress = _round_line(as_json)
-    if resume is not None:
-        with _error_as_json(as_json, resume):
-            result = resume_run(resume, progress=progress, api_key=os.environ.get("OPENAI_API_KEY"))
-    else:
-        loop = LoopSettings(
-            Targets(target_r2, target_mape, target_mae),
-            max_iterations=max_iterations,
-            budget_seconds=budget_seconds,
-            budget_tokens=budget_tokens,
-            per_round=per_round,
-            min_proposals=min_proposals,
-        )
-        chosen = _llm_settings(llm, model, llm_context, llm_timeout, llm_batch, llm_format)
-        result = _start_run(workspace, out_dir, loop, chosen, progress, as_json)
+    with _error_as_json(as_json, folder):
+        key = os.environ.get("OPENAI_API_KEY")
+        return resume_run(folder, progress=_round_line(as_json), api_key=key)
+
+
+def _show_run(result: Any, as_json: bool) -> None:
+    """The finished run's metrics (JSON or two lines); exit 3 when it wrote no model."""
     if as_json:
         print(json.dumps(result.metrics, indent=2, default=str))
     else:

@@ -88,85 +88,90 @@ def stream_events(body: dict[str, Any], include_usage: bool) -> list[dict[str, A
     return events
 
 
-def _handler(endpoint: FakeEndpoint) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Handler(BaseHTTPRequestHandler):
+    """Answers from its endpoint's script (a subclass per server sets ``endpoint``)."""
 
-        def do_GET(self) -> None:
-            if self.path == "/v1/models" and endpoint.models is not None:
-                self._send(Reply(endpoint.models))
+    endpoint: FakeEndpoint
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        if self.path == "/v1/models" and self.endpoint.models is not None:
+            self._send(Reply(self.endpoint.models))
+        else:
+            self._send(Reply({"error": {"message": f"no route {self.path}"}}, status=404))
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path != "/v1/chat/completions":
+            self._send(Reply({"error": {"message": f"no route {self.path}"}}, status=404))
+            return
+        sent = json.loads(body)
+        self.endpoint.received.append(sent)
+        # unscripted: a model with nothing more to propose
+        reply = (
+            self.endpoint.replies.popleft()
+            if self.endpoint.replies
+            else Reply(completion(proposals()))
+        )
+        if reply.delay_s:
+            self.endpoint.stop.wait(reply.delay_s)
+        try:
+            if sent.get("stream") and reply.status == 200 and isinstance(reply.body, dict):
+                self._stream(reply, bool((sent.get("stream_options") or {}).get("include_usage")))
             else:
-                self._send(Reply({"error": {"message": f"no route {self.path}"}}, status=404))
+                self._send(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up and hung up; that is the point of the test
 
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            if self.path != "/v1/chat/completions":
-                self._send(Reply({"error": {"message": f"no route {self.path}"}}, status=404))
-                return
-            sent = json.loads(body)
-            endpoint.received.append(sent)
-            # unscripted: a model with nothing more to propose
-            reply = (
-                endpoint.replies.popleft() if endpoint.replies else Reply(completion(proposals()))
-            )
-            if reply.delay_s:
-                endpoint.stop.wait(reply.delay_s)
-            try:
-                if sent.get("stream") and reply.status == 200 and isinstance(reply.body, dict):
-                    self._stream(
-                        reply, bool((sent.get("stream_options") or {}).get("include_usage"))
-                    )
-                else:
-                    self._send(reply)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up and hung up; that is the point of the test
-
-        def _send(self, reply: Reply) -> None:
-            data = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
-            try:
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data.encode())))
-                self.end_headers()
-                self.wfile.write(data.encode())
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-        def _stream(self, reply: Reply, include_usage: bool) -> None:
-            assert isinstance(reply.body, dict)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
+    def _send(self, reply: Reply) -> None:
+        data = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data.encode())))
             self.end_headers()
-            self.close_connection = True
-            for n, event in enumerate(stream_events(reply.body, include_usage)):
-                if reply.chunk_delay_s:
-                    endpoint.stop.wait(reply.chunk_delay_s)
-                self._event(f"data: {json.dumps(event)}\n\n")
-                if n == 1 and reply.drop:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                if n == 1 and reply.stall_s:
-                    self._stall(reply)
-            self._event("data: [DONE]\n\n")
-
-        def _stall(self, reply: Reply) -> None:
-            waited = 0.0
-            step = reply.ping_s or reply.stall_s
-            while waited < reply.stall_s and not endpoint.stop.is_set():
-                endpoint.stop.wait(step)
-                waited += step
-                if reply.ping_s:
-                    self._event(": ping\n\n")
-
-        def _event(self, text: str) -> None:
-            self.wfile.write(text.encode())
-            self.wfile.flush()
-
-        def log_message(self, format: str, *args: Any) -> None:
+            self.wfile.write(data.encode())
+        except (BrokenPipeError, ConnectionResetError):
             pass
 
-    return Handler
+    def _stream(self, reply: Reply, include_usage: bool) -> None:
+        assert isinstance(reply.body, dict)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for n, event in enumerate(stream_events(reply.body, include_usage)):
+            if reply.chunk_delay_s:
+                self.endpoint.stop.wait(reply.chunk_delay_s)
+            self._event(f"data: {json.dumps(event)}\n\n")
+            if n == 1 and reply.drop:
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if n == 1 and reply.stall_s:
+                self._stall(reply)
+        self._event("data: [DONE]\n\n")
+
+    def _stall(self, reply: Reply) -> None:
+        waited = 0.0
+        step = reply.ping_s or reply.stall_s
+        while waited < reply.stall_s and not self.endpoint.stop.is_set():
+            self.endpoint.stop.wait(step)
+            waited += step
+            if reply.ping_s:
+                self._event(": ping\n\n")
+
+    def _event(self, text: str) -> None:
+        self.wfile.write(text.encode())
+        self.wfile.flush()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _handler(endpoint: FakeEndpoint) -> type[BaseHTTPRequestHandler]:
+    """The handler class of one server, bound to its scripted endpoint."""
+    return type("Handler", (_Handler,), {"endpoint": endpoint})
 
 
 @contextmanager
