@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "featurespec",
         "feature_catalog",
         "run_dir",
+        "svg",
     ),
     ("warehouse", "sandbox", "knowledge_base", "modeling", "gates"),
     ("ingest", "tools", "agents", "scheduler"),
