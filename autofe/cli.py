@@ -32,6 +32,7 @@ from autofe.errors import AutofeError, autofe_error_in
 from autofe.evals.cli import eval_app
 from autofe.knowledge_base.cli import kb_app
 from autofe.lab.cli import lab_app
+from autofe.run_dir import RunDir
 from autofe.scheduler.cli import schedule_app
 from autofe.special_file import special_file
 
@@ -721,18 +722,44 @@ def _round_line(quiet: bool) -> Any:
 
 
 def _print_run(run_dir: Path, metrics: dict[str, Any]) -> None:
-    h = metrics.get("holdout") or {}
+    """The run's counts; then, with a model, the holdout beside the best baseline and where the
+    report and the model are (the three numbers a user decides on, and what to open next)."""
     out.print(
         f"{run_dir}: {metrics['proposed']} proposed, {metrics['accepted']} accepted, stopped: "
         f"{metrics['stop_reason']}, {metrics['seconds']:.0f} s",
         highlight=False,
     )
-    if h:
-        out.print(
-            f"holdout ({h['n']} latest runs): R² {h['r2']:.3f}, MAPE {h['mape']:.1%}, "
-            f"coverage {h['coverage_80']:.0%} / {h['coverage_90']:.0%}",
-            highlight=False,
-        )
+    if metrics.get("holdout"):
+        out.print(holdout_line(metrics), highlight=False, soft_wrap=True)
+        report, model = RunDir(run_dir).report, metrics["model"]
+        out.print(f"report: {report}\nmodel: {model}", highlight=False, soft_wrap=True)
+
+
+def holdout_line(metrics: dict[str, Any]) -> str:
+    """The holdout's MAPE, median APE and 80 % coverage, and the best baseline's on the same runs.
+
+    >>> holdout_line({"holdout": {"mape": 0.4, "median_ape": 0.25, "coverage_80": 0.8},
+    ...     "best_baseline": "b", "baselines": [{"name": "b", "label": "job's median",
+    ...     "mape": 0.3, "median_ape": 0.2}]}).split(" — ")
+    ['holdout: MAPE 40.0 %, median APE 25.0 %, 80 % interval coverage 80.0 %', "best baseline (job's median): MAPE 30.0 %, median APE 20.0 %"]
+    """  # noqa: E501
+    h = metrics["holdout"]
+    line = (
+        f"holdout: MAPE {_percent(h['mape'])}, median APE {_percent(h['median_ape'])}, "
+        f"80 % interval coverage {_percent(h['coverage_80'])}"
+    )
+    chosen = metrics.get("best_baseline")
+    for b in metrics.get("baselines") or []:
+        if b["name"] == chosen:
+            line += (
+                f" — best baseline ({b['label']}): MAPE {_percent(b['mape'])}, "
+                f"median APE {_percent(b['median_ape'])}"
+            )
+    return line
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:.1f} %"
 
 
 @app.command()

@@ -9,7 +9,8 @@ Layout::
     RUN/run.log              nodes, iterations and warnings
     RUN/features/            the kept features' catalog (:mod:`autofe.feature_catalog`)
     RUN/model.joblib         the final model (and its manifest, :mod:`autofe.modeling.artifact`)
-    RUN/metrics.json         holdout metrics, counts and the per-iteration record
+    RUN/holdout.json         every holdout run: actual and predicted seconds, 80 % / 90 % bounds
+    RUN/metrics.json         holdout metrics, the simple baselines, counts, the per-iteration record
     RUN/report.html          the same as a page
 
 Readers of a finished run (``autofe nightly``, ``autofe eval --generated``) open it through the
@@ -65,6 +66,11 @@ class RunDir:
     @property
     def metrics(self) -> Path:
         return self.root / "metrics.json"
+
+    @property
+    def holdout_predictions(self) -> Path:
+        """The finalize node's per-run holdout predictions (``holdout.json``)."""
+        return self.root / "holdout.json"
 
     @property
     def report(self) -> Path:

@@ -16,9 +16,11 @@ from autofe.agents.context import LoopContext, Node
 from autofe.agents.state import Feature, LoopState
 from autofe.feature_catalog import save_catalog
 from autofe.featurespec import FeatureSpec, Provenance
+from autofe.json_file import write_json
 from autofe.modeling.artifact import Artifact, library_versions, save_model
-from autofe.modeling.dataset import LABELLED_SQL, as_labelled, build_dataset
-from autofe.modeling.evaluate import evaluate_holdout
+from autofe.modeling.baselines import FACTS_SQL, as_facts, best_baseline, score_baselines
+from autofe.modeling.dataset import LABELLED_SQL, Dataset, as_labelled, build_dataset
+from autofe.modeling.evaluate import Evaluation, evaluate_holdout
 from autofe.modeling.train import fit
 from autofe.run_dir import RunDir
 from autofe.sandbox.session import Sandbox
@@ -68,17 +70,22 @@ def finalize_model(
     holdout: float,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Write the catalog and the model; return the holdout metrics and where things went."""
+    """Write the catalog, the model and the holdout's predictions; return the holdout metrics,
+    the simple baselines scored on the same runs, and where things went."""
     if not kept:
         return {"features": 0, "model": None, "holdout": None}
-    save_catalog(RunDir(out_dir).features, list(specs))
+    run_dir = RunDir(out_dir)
+    save_catalog(run_dir.features, list(specs))
     by_id = read_store_values(store, [k["gate"]["feature_id"] for k in kept])
     values = {k["name"]: by_id.get(k["gate"]["feature_id"], {}) for k in kept}
     with Sandbox.open(db) as sandbox:  # agrees with the tools server's open sandbox
         runs = as_labelled(sandbox.query(LABELLED_SQL).rows)
+        facts = {f.run_id: f for f in as_facts(sandbox.query(FACTS_SQL).rows)}
     data = build_dataset(runs, values)
     cut = round(len(data) * (1.0 - holdout))
     scored = evaluate_holdout(data, cut, seed)
+    baselines = score_baselines([facts[r] for r in data.run_ids], cut, seed)
+    write_json(run_dir.holdout_predictions, holdout_predictions(data, cut, scored))
     model = fit(data, seed)
     metrics = {"holdout": scored.metrics}
     artifact = Artifact(model, tuple(specs), schema_fingerprint(), metrics, library_versions())
@@ -88,4 +95,30 @@ def finalize_model(
         "model": str(path),
         "holdout": scored.as_dict(),
         "holdout_runs": int(np.size(scored.actual)),
+        "baselines": [b.as_dict() for b in baselines],
+        "best_baseline": best_baseline(baselines),
     }
+
+
+def holdout_predictions(data: Dataset, cut: int, scored: Evaluation) -> dict[str, Any]:
+    """``holdout.json``: every holdout run's actual and predicted seconds with its 80 % and
+    90 % bounds, in submit order, so a report or a user can see which runs the score hides."""
+    block = data.rows(np.arange(cut, len(data)))
+    (low_80, high_80), (low_90, high_90) = scored.bounds[0.8], scored.bounds[0.9]
+    columns = zip(scored.predicted, low_80, high_80, low_90, high_90, strict=True)
+    rows = [
+        {
+            "run_id": run_id,
+            "job_id": job_id,
+            "submit_time": submitted.isoformat(),
+            "actual_s": round(float(actual), 3),
+            **{k: round(float(v), 3) for k, v in zip(BOUND_KEYS, numbers, strict=True)},
+        }
+        for run_id, job_id, submitted, actual, numbers in zip(
+            block.run_ids, block.job_ids, block.submit_times, block.seconds, columns, strict=True
+        )
+    ]
+    return {"runs": rows}
+
+
+BOUND_KEYS = ("p50_s", "low_80", "high_80", "low_90", "high_90")

@@ -270,7 +270,8 @@ def warm_start_specs(settings: RunSettings) -> tuple[FeatureSpec, ...]:
 
 
 def run_metrics(state: dict[str, Any], seconds: float) -> dict[str, Any]:
-    """``metrics.json``: holdout metrics, counts by stage and category, iterations, phases."""
+    """``metrics.json``: holdout metrics beside the simple baselines on the same runs, counts by
+    stage and category, iterations, phases."""
     history = state.get("history", [])
     kept = state.get("kept", [])
     proposals = state.get("proposals", [])
@@ -284,6 +285,8 @@ def run_metrics(state: dict[str, Any], seconds: float) -> dict[str, Any]:
     final = state.get("final", {})
     return {
         "holdout": final.get("holdout"),
+        "baselines": final.get("baselines"),
+        "best_baseline": final.get("best_baseline"),
         "model": final.get("model"),
         "proposed": len(proposals),
         "structurally_distinct": len({structure_key(c["sql"]) for c in proposals}),
