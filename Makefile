@@ -1,10 +1,11 @@
 # Two entry points for a fresh machine with Python 3.11 and Java 17:
-#   make demo   installs autofe into .venv and ingests the shipped example workspace
+#   make demo   installs autofe into .venv and runs `autofe run` (the main job) on the shipped
+#               example workspace: a model, its report and its holdout numbers in demo/run
 #   make test   installs autofe with its dev tools and runs lint, types and the test suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN = $(VENV)/bin
-DEMO_DB ?= demo.duckdb
+DEMO_DIR ?= demo
 
 .PHONY: demo test test-slow test-lab test-spark test-airflow test-llm lint bench clean
 
@@ -14,9 +15,12 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,lab,api]'
 	touch $@
 
+# `autofe run` with its defaults ingests the example into $(DEMO_DIR)/run/warehouse.duckdb, runs
+# the agent loop and ends with the holdout's numbers beside the best baseline's and where
+# report.html and model.joblib are; a second `make demo` starts the run afresh
 demo: $(BIN)/.installed
-	$(BIN)/autofe ingest --db $(DEMO_DB)
-	$(BIN)/autofe warehouse stats --db $(DEMO_DB)
+	rm -rf $(DEMO_DIR)/run
+	HF_HUB_OFFLINE=1 $(BIN)/autofe run --out $(DEMO_DIR)/run
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check autofe tests benchmarks scripts
@@ -71,4 +75,4 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/ingest.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_DB) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .mypy_cache .ruff_cache
