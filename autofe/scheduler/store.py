@@ -215,6 +215,63 @@ class Summary:
     """(tier, state) → number of jobs."""
 
 
+@dataclass(frozen=True)
+class Charge:
+    """One price period of a job, with the account and tier its spend counts against."""
+
+    handle: str
+    account: str
+    tier: str
+    start: float
+    stop: float | None
+    """None while it runs: it is paid up to whenever it is looked at."""
+    hourly_usd: float
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A queued or running job, as far as a budget projection needs it."""
+
+    account: str
+    tier: str
+    state: State
+    hourly_usd: float
+    predicted_completion: float | None
+    expected_cost_usd: float
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """An event with the job it happened to."""
+
+    handle: str
+    job_id: str
+    event: Event
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a dashboard shows of the store at ``as_of``, read in one connection.
+
+    The latest jobs in full, but every job counted: a page stays as fast with a year of jobs
+    as with a day's, and the counts still say how many there are.
+    """
+
+    as_of: float
+    jobs: tuple[JobRecord, ...]
+    """The latest submitted jobs, newest first (at most the ``limit`` asked for)."""
+    total: int
+    by_state: Mapping[str, int]
+    budgets: tuple[Budget, ...]
+    charges: tuple[Charge, ...]
+    """Every charge paid within the longest budget's current period (none without budgets)."""
+    pending: tuple[Pending, ...]
+    """Every queued and running job."""
+    events: tuple[JobEvent, ...]
+    """The latest events of any job, newest first."""
+    events_by_kind: Mapping[str, int]
+
+
 class JobStore:
     """The SQLite file of submitted jobs; every method opens its own connection.
 
@@ -391,6 +448,45 @@ class JobStore:
         )
         remaining = {b.name: b.usd - _period_spend(b, charges, at) for b in budgets}
         return Summary(spend, remaining, {(t, s): int(n) for t, s, n in states})
+
+    def snapshot(self, now: float | None = None, limit: int = 200, events: int = 200) -> Snapshot:
+        """The latest ``limit`` jobs with their events and spend, counts by state, budgets with
+        the charges and waiting work of their current periods, and the latest ``events`` events;
+        one connection and a fixed number of queries, however many jobs the store holds."""
+        at = time.time() if now is None else now
+        with self._connect() as con:
+            latest = "SELECT handle FROM jobs ORDER BY submitted_at DESC, rowid DESC LIMIT ?"
+            rows = con.execute(
+                "SELECT * FROM jobs ORDER BY submitted_at DESC, rowid DESC LIMIT ?", (limit,)
+            ).fetchall()
+            by_handle: dict[str, list[sqlite3.Row]] = {}
+            for e in con.execute(
+                f"SELECT handle, at, kind, detail FROM events WHERE handle IN ({latest}) "
+                "ORDER BY id",
+                (limit,),
+            ):
+                by_handle.setdefault(e["handle"], []).append(e)
+            spend: dict[str, float] = {}
+            for c in con.execute(f"SELECT * FROM charges WHERE handle IN ({latest})", (limit,)):
+                spend[c["handle"]] = spend.get(c["handle"], 0.0) + _charged(c, -math.inf, at)
+            budgets = tuple(
+                Budget(*r) for r in con.execute("SELECT name, usd, period_s FROM budgets")
+            )
+            jobs = tuple(
+                _record(r, by_handle.get(r["handle"], ()), spend.get(r["handle"], 0.0), at)
+                for r in rows
+            )
+            return Snapshot(
+                as_of=at,
+                jobs=jobs,
+                total=int(con.execute("SELECT count(*) FROM jobs").fetchone()[0]),
+                by_state=_counts(con, "SELECT state, count(*) FROM jobs GROUP BY state"),
+                budgets=budgets,
+                charges=_period_charges(con, budgets, at),
+                pending=_pending(con, at),
+                events=_latest_events(con, events),
+                events_by_kind=_counts(con, "SELECT kind, count(*) FROM events GROUP BY kind"),
+            )
 
     # ---------------------------------------------------------------------------- helpers
 
@@ -689,6 +785,48 @@ def _predicted(row: sqlite3.Row, at: float) -> float | None:
         p50 = float(json.loads(row["plan"])["p50_s"])
         return max(at + p50, stored or -math.inf)
     return stored
+
+
+def _counts(con: sqlite3.Connection, sql: str) -> dict[str, int]:
+    return {str(k): int(n) for k, n in con.execute(sql)}
+
+
+def _period_charges(
+    con: sqlite3.Connection, budgets: Sequence[Budget], at: float
+) -> tuple[Charge, ...]:
+    """The charges paid since the earliest start of a budget's current period."""
+    if not budgets:
+        return ()
+    since = min(math.floor(at / b.period_s) * b.period_s for b in budgets)
+    rows = con.execute(
+        "SELECT c.handle, j.account, j.tier, c.start, c.stop, c.hourly_usd FROM charges c "
+        "JOIN jobs j USING (handle) WHERE (c.stop IS NULL OR c.stop > ?) AND c.start < ? "
+        "ORDER BY c.start",
+        (since, at),
+    )
+    return tuple(Charge(*r) for r in rows)
+
+
+def _pending(con: sqlite3.Connection, at: float) -> tuple[Pending, ...]:
+    """Queued and running jobs; a queued one completes its median after ``at`` at the
+    earliest, as :func:`_predicted` says of it."""
+    rows = con.execute(
+        "SELECT account, tier, state, hourly_usd, CASE WHEN state = 'queued' THEN "
+        "max(? + json_extract(plan, '$.p50_s'), coalesce(predicted_completion, 0)) "
+        "ELSE predicted_completion END, json_extract(plan, '$.expected_cost_usd') FROM jobs "
+        "WHERE state IN ('queued', 'running')",
+        (at,),
+    )
+    return tuple(Pending(a, t, s, h, p, float(c or 0.0)) for a, t, s, h, p, c in rows)
+
+
+def _latest_events(con: sqlite3.Connection, n: int) -> tuple[JobEvent, ...]:
+    rows = con.execute(
+        "SELECT e.handle, j.job_id, e.at, e.kind, e.detail FROM events e "
+        "JOIN jobs j USING (handle) ORDER BY e.id DESC LIMIT ?",
+        (n,),
+    )
+    return tuple(JobEvent(h, j, Event(at, k, json.loads(d))) for h, j, at, k, d in rows)
 
 
 def _utc(seconds: float) -> str:
