@@ -11,7 +11,9 @@ FastAPI and uvicorn are imported only by the ``serve*`` modules. Outermost first
 - :mod:`~autofe.pipelines.serve_service`: ``Service`` and ``LiveModel``, which know nothing of
   HTTP: predictions (features given or computed against ``HOME/warehouse.duckdb``),
   recommendations, actuals, and the active model, swapped for a newly promoted one without a
-  pause.
+  pause;
+- :mod:`~autofe.pipelines.serve_ui`: the read-only ``/ui`` dashboard (Model, Predictions,
+  Scheduler pages, server-rendered HTML with inline SVG charts), behind the same token.
 
 Every error autofe raises becomes a JSON body ``{"error", "detail"}`` with a 4xx status (503
 when the warehouse or the model is unavailable), never a 500 with a traceback
@@ -35,6 +37,7 @@ from autofe.pipelines.serve_guard import MAX_BODY_BYTES, Guard
 from autofe.pipelines.serve_metrics import LEDGER_SIZE
 from autofe.pipelines.serve_routes import router, service_of
 from autofe.pipelines.serve_service import POLL_SECONDS, LiveModel, Service
+from autofe.pipelines.serve_ui import ui_router
 from autofe.scheduler.catalog import Catalog
 
 log = logging.getLogger(__name__)
@@ -55,8 +58,9 @@ def create_app(
 
     Args:
         home: The home folder (``warehouse.duckdb``, ``models/``, ``actuals.jsonl``).
-        token: Bearer token every endpoint but ``/healthz`` requires; ``None`` reads
-            ``AUTOFE_API_TOKEN`` (unset or empty: no token).
+        token: Bearer token every endpoint but ``/healthz`` requires (the ``/ui`` pages take
+            it as a cookie too); ``None`` reads ``AUTOFE_API_TOKEN`` (unset or empty: no
+            token).
         poll_s: At most how often the active pointer is checked.
         max_body_bytes: Larger request bodies get 413.
         ledger_size: Predictions remembered for scoring against reported actuals.
@@ -70,9 +74,11 @@ def create_app(
         description="Spark / Databricks job durations predicted before submission.",
     )
     app.state.service = service
+    app.state.token = token
     app.include_router(router)
+    app.include_router(ui_router)
     add_error_handlers(app)
-    routes = [*app.routes, *router.routes]  # an included router is one opaque entry
+    routes = [*app.routes, *router.routes, *ui_router.routes]  # an included router is opaque
     paths = frozenset(path for route in routes if (path := getattr(route, "path", None)))
     app.add_middleware(Guard, service=service, token=token, max_body=max_body_bytes, paths=paths)
     return app

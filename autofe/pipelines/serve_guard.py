@@ -3,6 +3,11 @@
 It checks the bearer token (when one is set) and the request size limit, and keeps the request
 counters and latency histogram. It is ASGI rather than a FastAPI dependency so that it sees
 every request, including the ones it refuses and the ones no route matches.
+
+The ``/ui`` dashboard's pages take the same token as the cookie ``autofe_token`` too (a browser
+cannot send a header from a link), set by its login form; a page asked for without it gets the
+form (401) rather than a JSON error. The cookie counts on ``/ui`` paths only, so an API call
+never acts on a browser's stored credentials.
 """
 
 from __future__ import annotations
@@ -10,17 +15,21 @@ from __future__ import annotations
 import hmac
 import re
 import time
+from urllib.parse import unquote
 
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from autofe.pipelines.serve_errors import status_phrase
 from autofe.pipelines.serve_models import ErrorOut
 from autofe.pipelines.serve_service import Service
+from autofe.pipelines.serve_ui_pages import login_page
 
 MAX_BODY_BYTES = 1 << 20
-OPEN_PATHS = frozenset({"/healthz"})
-"""Load balancers probe health without credentials; everything else needs the token."""
+OPEN_PATHS = frozenset({"/healthz", "/ui/login"})
+"""Load balancers probe health without credentials, and the login form is how a browser gets
+them; everything else needs the token."""
+TOKEN_COOKIE = "autofe_token"
 
 
 class Guard:
@@ -73,8 +82,7 @@ class Guard:
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.token and scope["path"] not in OPEN_PATHS and not _authorized(scope, self.token):
-            detail = "missing or wrong bearer token: send 'Authorization: Bearer <token>'"
-            await _refuse(401, detail, {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            await _unauthorized(scope["path"])(scope, receive, send)
             return
         body = await _read_body(scope, receive, self.max_body)
         if body is None:
@@ -86,9 +94,44 @@ class Guard:
 
 def _authorized(scope: Scope, token: bytes) -> bool:
     """A constant-time comparison, so the response time does not leak the token's prefix."""
-    given = dict(scope["headers"]).get(b"authorization", b"")
-    scheme, _, credentials = given.partition(b" ")
-    return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), token)
+    headers = dict(scope["headers"])
+    scheme, _, credentials = headers.get(b"authorization", b"").partition(b" ")
+    if scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), token):
+        return True
+    if not is_ui(scope["path"]):
+        return False
+    cookie = _cookie(headers.get(b"cookie", b""), TOKEN_COOKIE.encode())
+    return cookie is not None and hmac.compare_digest(unquote(cookie).encode(), token)
+
+
+def is_ui(path: str) -> bool:
+    """
+    >>> is_ui("/ui"), is_ui("/ui/model"), is_ui("/uix"), is_ui("/v1/models")
+    (True, True, False, False)
+    """
+    return path == "/ui" or path.startswith("/ui/")
+
+
+def _cookie(header: bytes, name: bytes) -> str | None:
+    """The value of cookie ``name`` in a ``Cookie`` header (None when absent).
+
+    >>> _cookie(b"a=1; autofe_token=s3%2Fcret", b"autofe_token"), _cookie(b"a=1", b"b")
+    ('s3%2Fcret', None)
+    """
+    for part in header.split(b";"):
+        key, sep, value = part.strip().partition(b"=")
+        if sep and key == name:
+            return value.strip(b'"').decode("latin-1")
+    return None
+
+
+def _unauthorized(path: str) -> Response:
+    """The login form for a dashboard page, the JSON error for anything else."""
+    headers = {"WWW-Authenticate": "Bearer"}
+    if is_ui(path):
+        return HTMLResponse(login_page(), 401, headers)
+    detail = "missing or wrong bearer token: send 'Authorization: Bearer <token>'"
+    return _refuse(401, detail, headers)
 
 
 async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:

@@ -28,6 +28,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from autofe.errors import AutofeError, ConfigError, ModelError, WarehouseError, first_line
 from autofe.modeling.artifact import Artifact
+from autofe.modeling.conformal import LEVELS
 from autofe.modeling.predict import predict_pending, predict_values
 from autofe.modeling.registry import Registry
 from autofe.pipelines.home import Home
@@ -60,7 +61,13 @@ from autofe.pipelines.serve_models import (
     feature_type_errors,
 )
 from autofe.scheduler.catalog import Catalog, load_catalog
-from autofe.scheduler.store import JobStore, Summary, UnknownHandle, submit_document
+from autofe.scheduler.store import (
+    JobStore,
+    Snapshot,
+    Summary,
+    UnknownHandle,
+    submit_document,
+)
 from autofe.warehouse.connect import schema_fingerprint
 
 log = logging.getLogger(__name__)
@@ -236,6 +243,7 @@ class Service:
             **report.model_dump(mode="json"),
             "reported_at": _now(),
             "predicted_p50_s": remembered.p50_s if remembered else None,
+            **interval_fields(remembered),
             "model_version": remembered.version if remembered else None,
         }
         try:
@@ -360,6 +368,15 @@ class JobHandles:
         """Spend, budgets and queue for the metrics (None before the first submit)."""
         return self._open().summary() if self.path.is_file() else None
 
+    def snapshot(self, limit: int, events: int, now: float | None = None) -> Snapshot | None:
+        """What the dashboard shows of the store (None before the first submit: a page
+        creates nothing).
+
+        Raises:
+            ConfigError: the store cannot be read.
+        """
+        return self._open().snapshot(now, limit, events) if self.path.is_file() else None
+
     def catalog(self) -> Catalog:
         if self._catalog is None:
             self._catalog = load_catalog()
@@ -462,6 +479,24 @@ def warehouse_prices(db: Path, config_ids: Collection[str]) -> dict[str, float |
     finally:
         con.close()
     return {str(c): None if p is None else float(p) for c, p in rows}
+
+
+def interval_fields(remembered: Remembered | None) -> dict[str, float | None]:
+    """The remembered prediction's interval bounds as flat fields of an actuals record
+    (``predicted_low_80``, ``predicted_high_80``, ...; None when nothing was remembered), so
+    the dashboard can draw each actual against its interval and measure the coverage.
+
+    >>> interval_fields(Remembered("j", 10.0, {"80%": (8.0, 12.5)}, "v0001"))
+    {'predicted_low_80': 8.0, 'predicted_high_80': 12.5, 'predicted_low_90': None, \
+'predicted_high_90': None}
+    """
+    out: dict[str, float | None] = {}
+    for level in LEVELS:
+        label = round(level * 100)
+        bounds = remembered.intervals.get(f"{label}%") if remembered else None
+        out[f"predicted_low_{label}"] = float(bounds[0]) if bounds else None
+        out[f"predicted_high_{label}"] = float(bounds[1]) if bounds else None
+    return out
 
 
 def _now() -> str:
