@@ -6,8 +6,10 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN = $(VENV)/bin
 DEMO_DIR ?= demo
+CHROMIUM ?= $(shell command -v chromium || echo /usr/bin/chromium)
 
-.PHONY: demo test test-slow test-lab test-spark test-airflow test-llm lint bench clean
+.PHONY: demo test test-slow test-lab test-spark test-airflow test-llm test-ui chromium lint \
+	bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +72,26 @@ $(LLM_VENV)/.installed: requirements-llm.txt
 test-llm: $(BIN)/.installed $(LLM_VENV)/.installed
 	HF_HUB_OFFLINE=1 AUTOFE_LLM_PYTHON=$(abspath $(LLM_VENV))/bin/python \
 		$(BIN)/python -m pytest -q -s -m llm tests/llm
+
+# the /ui dashboard in headless Chromium: Playwright (the `ui` extra) drives Debian's chromium
+# package, installed here when it is missing (as root, or through sudo when it needs no
+# password; Playwright's own browser download is not used)
+$(BIN)/.ui-installed: $(BIN)/.installed pyproject.toml
+	$(BIN)/pip install --quiet -e '.[ui]'
+	touch $@
+
+chromium:
+	@test -x "$(CHROMIUM)" || { \
+		if [ "$$(id -u)" = 0 ]; then sudo=; \
+		elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+		else echo "error: no chromium at $(CHROMIUM): run 'apt-get install chromium' as root" >&2; \
+			exit 2; fi; \
+		$$sudo apt-get update -q && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+	@test -x "$(CHROMIUM)" || { echo "error: still no chromium at $(CHROMIUM)" >&2; exit 2; }
+
+test-ui: $(BIN)/.ui-installed chromium
+	HF_HUB_OFFLINE=1 AUTOFE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -m ui tests/ui
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/ingest.py
