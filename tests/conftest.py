@@ -180,3 +180,19 @@ def same_config_last() -> FeatureSpec:
             "ORDER BY h.end_time DESC, h.run_id DESC LIMIT 1) AS value FROM runs AS t"
         ),
     )
+
+
+@pytest.fixture(scope="session")
+def example_run(tmp_path_factory: pytest.TempPathFactory, example_warehouse: Path) -> Path:
+    """A finished ``autofe run`` on the shipped example with its whole run directory (model,
+    metrics, holdout.json, report.html): one round of 45 candidates from the offline planner,
+    enough to reach the recipes that cite the knowledge base. Built once; treat it as
+    read-only (copy it to change it)."""
+    from autofe.agents.settings import LoopSettings
+    from autofe.config import example_workspace
+    from autofe.pipelines.run import RunSettings, run
+
+    out = tmp_path_factory.mktemp("example-run") / "run"
+    settings = RunSettings(str(example_workspace()), LoopSettings(max_iterations=1, per_round=45))
+    run(settings, out, warehouse=example_warehouse)
+    return out

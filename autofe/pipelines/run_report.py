@@ -1,170 +1,156 @@
-"""``report.html`` of a run: the per-iteration curve, the holdout score, what was kept and why.
+"""``report.html`` of a run: what a user looks at first, before any JSON.
 
-Self-contained (the curve is an inline PNG), written from ``metrics.json`` and the final state,
-so it can be regenerated from a finished run directory.
+At the top the holdout score beside the best simple baseline's and why the loop stopped; then
+predicted against actual for every holdout run, the error by job (worst first), the baselines'
+table, the per-round curves, the kept features by category with the knowledge-base documents
+they came from, the rejections, and what the LLM backend did.
+
+The page is self-contained and works offline: charts are inline SVG (:mod:`autofe.svg`), styles
+inline, no script and no external URL, so it can be mailed or opened from an archive. It is
+written from files the run directory keeps (``metrics.json``, ``holdout.json``,
+``settings.json``, the warehouse for job names) and the final state's kept features, so
+``autofe run --resume`` on a finished run writes it again; a record an older run lacks becomes
+a sentence saying so.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import io
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from autofe.agents.state import STOP_WORDS, Feature
+from autofe.errors import AutofeError
+from autofe.knowledge_base.corpus import CORPUS_DIR, parse_document
+from autofe.pipelines import run_report_sections as sections
+from autofe.pipelines.run_report_loop import iterations, kept_features, llm_section
+from autofe.pipelines.run_report_sections import esc, p, table
 from autofe.run_dir import RunDir
+from autofe.sandbox.session import Sandbox
+from autofe.workspace_archive import COMPLETE_MARKER
+
+STYLE = (
+    "body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}"
+    "td,th{padding:2px 8px;text-align:left}tr:nth-child(even){background:#f6f6f6}"
+    ".headline{border:2px solid #1f77b4;border-radius:6px;padding:0.5em 1em;background:#f3f8fc}"
+    ".headline table td:nth-child(2){font-weight:bold}.partial{color:#b35900;font-weight:bold}"
+    "tr.model{background:#dbe9f6;font-weight:bold}tr.best{background:#fdf2d0}"
+    "figure{margin:0.5em 0}.sub{color:#666}"
+)
+PARTIAL = ("budget_seconds", "budget_tokens")
+"""Stop reasons that cut the loop short: the model is what the budget allowed."""
+_HASHED = re.compile(r"^(?P<name>.+)-[0-9a-f]{16}$")
+_DOC_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
 def write_run_report(out: Path, metrics: dict[str, Any], kept: Sequence[Feature]) -> Path:
-    """Write the run's ``report.html``; return its path."""
-    parts = [
-        f"<h1>autofe run {html.escape(out.name)}</h1>",
-        _p(
-            f"Stopped: {_stop_words(metrics['stop_reason'])}. {metrics['proposed']} candidates "
-            f"proposed, {metrics['accepted']} accepted, {metrics['seconds']:.0f} s, "
-            f"{metrics['tokens']} LLM tokens."
-        ),
-        *([] if metrics["model"] else [_p("No model was written: no feature was kept.")]),
-        "<h2>Holdout (latest runs by submit time, never seen by the loop)</h2>",
-        _table(
-            ["metric", "value"], [[k, _fmt(v)] for k, v in (metrics.get("holdout") or {}).items()]
-        ),
-        "<h2>Iterations (CV on the runs before the holdout)</h2>",
-        _img(_curve(metrics["iterations"])),
-        _table(
-            ["iteration", "proposed", "gated", "kept", "features", "CV R²", "CV MAPE", "seconds"],
-            [_iteration_row(h) for h in metrics["iterations"]],
-        ),
-        "<h2>Accepted by category</h2>",
-        _table(
-            ["category", "features"],
-            [[k, str(v)] for k, v in metrics["accepted_by_category"].items()],
-        ),
-        "<h2>Rejected by stage</h2>",
-        _table(
-            ["stage", "candidates"], [[k, str(v)] for k, v in metrics["rejected_by_stage"].items()]
-        ),
-        "<h2>Kept features by importance</h2>",
-        _table(["feature", "category", "share of gain", "iteration"], _kept_rows(kept)),
-        *llm_section(metrics.get("llm") or {}),
-    ]
+    """Write the run's ``report.html`` from its run directory and kept features; return it."""
     page = RunDir(out).report
-    style = "body{font-family:sans-serif;max-width:1000px;margin:2em auto}td,th{padding:2px 8px}"
-    page.write_text(
-        f'<!doctype html><html><head><meta charset="utf-8"><title>autofe run</title>'
-        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n",
-        encoding="utf-8",
-    )
+    page.write_text(report_page(out, metrics, kept), encoding="utf-8")
     return page
 
 
-def _stop_words(reason: str | None) -> str:
-    return f"{reason} ({STOP_WORDS[reason]})" if reason in STOP_WORDS else str(reason)
-
-
-def llm_section(llm: dict[str, Any]) -> list[str]:
-    """What the LLM backend did, per round: requests, the structured-output rung, speed, how
-    the prompt was fitted, every item it dropped with why, refusals and warnings (nothing for
-    the offline planner, which makes no requests)."""
-    rounds = [r for r in llm.get("rounds", []) if r["requests"]]
-    if not rounds:
-        return []
+def report_page(out: Path, metrics: Mapping[str, Any], kept: Sequence[Feature]) -> str:
+    """The whole page as one HTML string."""
+    name = workspace_name(out)
+    rows = holdout_rows(out)
+    names = job_names(out) if rows else {}
+    refs = {r for k in kept for r in k["kb_refs"]}
+    rejected = metrics["rejected_by_stage"]
     parts = [
-        "<h2>LLM backend</h2>",
-        _table(
-            ["round", "requests", "format", "tokens/s", "prompt tokens", "proposals", "dropped"],
-            [_llm_row(r) for r in rounds],
-        ),
+        f"<h1>{esc(name)}: autofe run</h1>",
+        f'<p class="sub">Run folder {esc(out.name)}: {metrics["proposed"]} candidates '
+        f"proposed, {metrics['accepted']} accepted, {metrics['seconds']:.0f} s, "
+        f"{metrics['tokens']} LLM tokens.</p>",
+        '<section class="headline" id="headline">',
+        *sections.headline(metrics),
+        *stop_sentences(metrics.get("stop_reason")),
+        "</section>",
+        "<h2>Predicted vs actual on the holdout</h2>",
+        *sections.predicted_vs_actual(rows),
+        "<h2>Error by job, worst first</h2>",
+        *sections.by_job(rows, names),
+        "<h2>The model beside the simple baselines (same holdout runs)</h2>",
+        *sections.baselines(metrics),
+        "<h2>Rounds (CV on the runs before the holdout)</h2>",
+        *iterations(metrics["iterations"]),
+        "<h2>Kept features by category</h2>",
+        *kept_features(kept, kb_titles(refs)),
+        "<h2>Rejected by stage</h2>",
+        table(["stage", "candidates"], [[k, str(v)] for k, v in rejected.items()]),
+        *llm_section(metrics.get("llm") or {}),
     ]
-    cuts = sorted({c for r in rounds if r["prompt"] for c in r["prompt"]["cut"]})
-    if cuts:
-        parts.append(_p("Cut from the prompt to fit the context: " + "; ".join(cuts) + "."))
-    dropped = [[str(r["iteration"]), d["name"], d["reason"]] for r in rounds for d in r["dropped"]]
-    if dropped:
-        parts += ["<h3>Dropped from the answers</h3>", _table(["round", "item", "why"], dropped)]
-    notes = [[str(r["iteration"]), w] for r in rounds for w in r["warnings"]]
-    notes += [[str(r["iteration"]), f"refused: {r['refused']}"] for r in rounds if r["refused"]]
-    if notes:
-        parts += ["<h3>Warnings</h3>", _table(["round", "warning"], notes)]
-    return parts
-
-
-def _llm_row(r: dict[str, Any]) -> list[str]:
-    speed = r["tokens_per_s"]
-    return [
-        str(r["iteration"]),
-        str(r["requests"]),
-        str(r["output_format"]),
-        "" if speed is None else f"{speed:.1f}",
-        str(r["prompt_tokens"]),
-        str(r["proposals"]),
-        str(len(r["dropped"])),
-    ]
-
-
-def _iteration_row(h: dict[str, Any]) -> list[str]:
-    seconds = sum(h["seconds"].values())
-    return [
-        str(h["iteration"]),
-        str(h["proposed"]),
-        str(h["gated"]),
-        str(h["kept"]),
-        str(h["features"]),
-        f"{h['cv_r2']:.3f}",
-        f"{h['cv_mape']:.1%}",
-        f"{seconds:.1f}",
-    ]
-
-
-def _kept_rows(kept: Sequence[Feature]) -> list[list[str]]:
-    ordered = sorted(kept, key=lambda k: -float(k["evaluation"]["importance"]))
-    return [
-        [
-            k["name"],
-            k["category"],
-            f"{k['evaluation']['importance']:.1%}",
-            str(k["evaluation"]["iteration"]),
-        ]
-        for k in ordered
-    ]
-
-
-def _curve(history: Sequence[dict[str, Any]]) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    xs = [h["iteration"] for h in history]
-    ax.plot(xs, [h["cv_r2"] for h in history], "o-", label="CV R² (log duration)")
-    ax.plot(xs, [h["cv_mape"] for h in history], "s--", label="CV MAPE")
-    ax.set(xlabel="iteration", ylim=(0, 1.05))
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
-    return buffer.getvalue()
-
-
-def _fmt(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
-
-
-def _p(text: str) -> str:
-    return f"<p>{html.escape(text)}</p>"
-
-
-def _img(png: bytes) -> str:
-    return f'<img alt="iterations" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-
-
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{esc(name)}: autofe run</title><style>{STYLE}</style></head>"
+        f"<body>{''.join(parts)}</body></html>\n"
     )
-    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def stop_sentences(reason: str | None) -> list[str]:
+    """Why the loop stopped, in words, and whether the result is partial.
+
+    >>> stop_sentences("max_iterations")[1]
+    '<p>The result is complete: no budget cut the loop short.</p>'
+    """
+    words = f"{reason} ({STOP_WORDS[reason]})" if reason in STOP_WORDS else str(reason)
+    if reason in PARTIAL:
+        verdict = (
+            '<p class="partial">Partial result: the loop was cut short by its budget, so the '
+            "model is what that budget allowed; a larger budget may keep more features.</p>"
+        )
+    else:
+        verdict = p("The result is complete: no budget cut the loop short.")
+    return [p(f"Stopped: {words}."), verdict]
+
+
+def workspace_name(out: Path) -> str:
+    """The name of the workspace the run read (from ``settings.json``), else the run folder's.
+
+    An unpacked example archive lives in ``<cache>/<name>-<16 hex digits of its hash>/``; the
+    hash is the cache's business, not the workspace's name.
+    """
+    try:
+        settings = json.loads(RunDir(out).settings.read_text(encoding="utf-8"))
+        folder = Path(str(settings["workspace"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return out.name
+    hashed = _HASHED.match(folder.name)
+    if hashed and (folder / COMPLETE_MARKER).is_file():
+        return hashed["name"]
+    return folder.name or out.name
+
+
+def holdout_rows(out: Path) -> list[dict[str, Any]] | None:
+    """``holdout.json``'s runs (None when the run directory has none or it is unreadable)."""
+    try:
+        runs = json.loads(RunDir(out).holdout_predictions.read_text(encoding="utf-8"))["runs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return runs if isinstance(runs, list) else None
+
+
+def job_names(out: Path) -> dict[str, str]:
+    """Job id → name from the run's warehouse (empty when it cannot be read: ids then serve)."""
+    try:
+        with Sandbox.open(RunDir(out).warehouse) as sandbox:
+            rows = sandbox.query("SELECT job_id, name FROM jobs").rows
+    except AutofeError:
+        return {}
+    return {str(job): str(name) for job, name in rows if name}
+
+
+def kb_titles(refs: set[str]) -> dict[str, str]:
+    """The title of each cited knowledge-base document (a ref naming none is left out)."""
+    titles = {}
+    for ref in sorted(refs):
+        path = CORPUS_DIR / f"{ref}.md"
+        if not _DOC_ID.match(ref) or not path.is_file():
+            continue
+        try:
+            titles[ref] = parse_document(path).title
+        except AutofeError:
+            continue
+    return titles
