@@ -30,10 +30,11 @@ from autofe.agents.state import Dropped, EvalVerdict, Feature, Iteration, LoopSt
 from autofe.errors import ConfigError
 from autofe.modeling.dataset import LABELLED_SQL, Labelled, Value, as_labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, cross_validate
+from autofe.modeling.importance import gain_shares
 from autofe.modeling.metrics import Metrics
 from autofe.modeling.psi import psi
 from autofe.modeling.quality import quality_issue
-from autofe.modeling.train import RuntimeModel, fit
+from autofe.modeling.train import fit
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.feature_store import read_store_values
@@ -342,7 +343,7 @@ def _trial(
     names = (*base, *new)
     if not names:
         return _Trial((), (), {}, None)
-    shares = _gain_shares(fit(build_dataset(train, _pick(values, names)), settings.seed))
+    shares = gain_shares(fit(build_dataset(train, _pick(values, names)), settings.seed))
     pruned = tuple(n for n in new if shares[n] <= 0.0)
     scored = tuple(n for n in names if n not in pruned)
     if not scored:
@@ -357,15 +358,6 @@ def _pick(
     values: Mapping[str, Mapping[str, Value]], names: Sequence[str]
 ) -> dict[str, Mapping[str, Value]]:
     return {n: values[n] for n in names}
-
-
-def _gain_shares(model: RuntimeModel) -> dict[str, float]:
-    """Each feature's share of the model's total split gain (all 0 when it never split)."""
-    gain = np.asarray(model.booster.booster_.feature_importance("gain"), dtype=np.float64)
-    total = float(gain.sum())
-    return {
-        n: float(g) / total if total > 0 else 0.0 for n, g in zip(model.features, gain, strict=True)
-    }
 
 
 def _kept(survivor: _Survivor, chosen: _Trial, iteration: int) -> Feature:

@@ -23,8 +23,9 @@ from autofe.featurespec import FeatureSpec
 from autofe.gates.admit import admitted_matrix
 from autofe.modeling.dataset import Dataset
 from autofe.modeling.evaluate import Evaluation, cross_validate, evaluate_model
+from autofe.modeling.importance import gain_shares
 from autofe.modeling.metrics import Metrics, score
-from autofe.modeling.train import RuntimeModel, fit
+from autofe.modeling.train import fit
 from autofe.warehouse.connect import open_warehouse
 
 HOLDOUT = 0.2
@@ -119,15 +120,6 @@ def _evaluate_set(
     if options:
         result.cost = compare_policies(options)
     return result, data
-
-
-def gain_shares(model: RuntimeModel) -> dict[str, float]:
-    """Each feature's share of the model's total split gain."""
-    gains = np.asarray(model.booster.booster_.feature_importance("gain"), dtype=np.float64)
-    total = float(gains.sum())
-    return {
-        n: float(g) / total if total else 0.0 for n, g in zip(model.features, gains, strict=True)
-    }
 
 
 def sklearn_baselines(data: Dataset, cut: int, seed: int) -> dict[str, Metrics]:
