@@ -228,7 +228,8 @@ def _series_el(s: Series, colour: str, x: _Axis, y: _Axis) -> str:
             for px, lo, hi in zip(s.x, s.low, s.high, strict=True)
         ]
     if s.style == "line" and s.x:
-        points = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in zip(s.x, s.y, strict=True))
+        ordered = sorted(zip(s.x, s.y, strict=True))  # a line runs left to right
+        points = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in ordered)
         parts.append(
             f'<path class="line" d="M{points.replace(" ", " L")}" fill="none" '
             f'stroke="{colour}" stroke-width="1.5"/>'

@@ -90,3 +90,14 @@ def test_bars_escape_labels_and_format_values() -> None:
     widths = [float(r.get("width", "nan")) for r in root.iter(NS + "rect")]
     assert widths[1] == 2 * widths[0] > 0
     assert "job &lt;a&gt;" in svg and "50.0%" in svg
+
+
+def test_a_line_is_drawn_left_to_right_whatever_the_input_order() -> None:
+    root = _parse(
+        chart_svg(
+            [Series("a", [2, 0, 1], [1, 3, 2], style="line")], title="t", x_label="x", y_label="y"
+        )
+    )
+    path = next(e for e in root.iter(NS + "path") if e.get("class") == "line")
+    xs = [float(p.split(",")[0]) for p in path.get("d", "").replace("M", "").split(" L")]
+    assert xs == sorted(xs)
