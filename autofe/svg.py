@@ -194,10 +194,11 @@ def _axes(
     ]
     for t in x.ticks():
         px = x(t)
+        anchor = "end" if px > w - right - 40 else "middle"  # a label must not leave the chart
         parts.append(
             f'<line class="tick" x1="{px:.1f}" y1="{h - bottom}" x2="{px:.1f}" '
             f'y2="{h - bottom + 4}" stroke="#999"/><text class="tick-label" '
-            f'x="{px:.1f}" y="{h - bottom + 16}" text-anchor="middle">{_esc(fx(t))}</text>'
+            f'x="{px:.1f}" y="{h - bottom + 16}" text-anchor="{anchor}">{_esc(fx(t))}</text>'
         )
     for t in y.ticks():
         py = y(t)
