@@ -20,6 +20,10 @@ from typing import Literal
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
 """Series colours in order (matplotlib's defaults, distinguishable in print)."""
 
+MARKED_LINE_POINTS = 60
+"""A line with this few points also marks each one: a line through one point draws nothing,
+and through a handful it hides which values were measured."""
+
 _MARGIN = (56, 16, 28, 44)
 """Plot margins in pixels: left, right, top, bottom (room for ticks, title and labels)."""
 
@@ -235,7 +239,7 @@ def _series_el(s: Series, colour: str, x: _Axis, y: _Axis) -> str:
             f'<path class="line" d="M{points.replace(" ", " L")}" fill="none" '
             f'stroke="{colour}" stroke-width="1.5"/>'
         )
-    else:
+    if s.style == "points" or len(s.x) <= MARKED_LINE_POINTS:
         parts += [
             f'<circle class="point" cx="{x(a):.1f}" cy="{y(b):.1f}" r="2.5" fill="{colour}"/>'
             for a, b in zip(s.x, s.y, strict=True)

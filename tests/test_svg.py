@@ -101,3 +101,13 @@ def test_a_line_is_drawn_left_to_right_whatever_the_input_order() -> None:
     path = next(e for e in root.iter(NS + "path") if e.get("class") == "line")
     xs = [float(p.split(",")[0]) for p in path.get("d", "").replace("M", "").split(" L")]
     assert xs == sorted(xs)
+
+
+def test_a_short_line_marks_its_points_so_one_point_is_visible() -> None:
+    root = _parse(
+        chart_svg([Series("a", [1.0], [2.0], style="line")], title="t", x_label="x", y_label="y")
+    )
+    assert _count(root, "circle", "point") == 1
+    long = Series("b", list(range(100)), list(range(100)), style="line")
+    root = _parse(chart_svg([long], title="t", x_label="x", y_label="y"))
+    assert _count(root, "circle", "point") == 0 and _count(root, "path", "line") == 1
