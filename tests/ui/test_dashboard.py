@@ -152,9 +152,11 @@ def boxed(locator: Locator) -> bool:
 
 
 def drawn(locator: Locator) -> bool:
-    """The element is laid out with some extent (an interval bar is a vertical line)."""
-    box = locator.bounding_box()
-    return box is not None and box["width"] + box["height"] > 0
+    """The SVG shape has some extent of its own geometry (an interval bar is a vertical line;
+    a one-point path is nothing). ``getBBox``, not Playwright's box: that one gives a 0-length
+    path a few pixels."""
+    extent = locator.evaluate("shape => shape.getBBox().width + shape.getBBox().height")
+    return bool(extent > 0)
 
 
 # ------------------------------------------------------------------------------- the pages
@@ -191,6 +193,12 @@ def test_charts_render_with_data(
         assert boxed(chart), f"{name} has no size"
         marks = [mark for mark in chart.locator(MARKS).all() if drawn(mark)]
         assert marks, f"{name} draws nothing: {chart.inner_html()[:300]}"
+        for series in chart.locator("g.series").all():
+            given = series.locator(MARKS).all()
+            assert not given or any(drawn(mark) for mark in given), (
+                f"{name}: series {series.get_attribute('data-name')} has data but draws "
+                f"nothing: {series.inner_html()[:200]}"
+            )
     assert problems == []
 
 
