@@ -8,7 +8,7 @@ from headless Chromium::
     .venv/bin/python scripts/dashboard_screenshots.py [--out docs/img] [--work DIR]
     .venv/bin/python scripts/dashboard_screenshots.py --report demo/run/report.html
 
-``--report`` saves ``run-report.png`` of that report instead. Needs the ``ui`` extra
+``--report`` saves ``run-report.png``, the top of that report, instead. Needs the ``ui`` extra
 (``make test-ui`` installs it), Debian's ``chromium`` and Pillow (installed with the ``lab``
 extra's matplotlib): each PNG is saved with a colour palette, to stay under 300 KB.
 """
@@ -24,7 +24,7 @@ import httpx
 from dashboard_home import later_runs, replay, report, submit, two_nights
 from dashboard_server import chromium, serving
 from PIL import Image
-from playwright.sync_api import Browser, ViewportSize
+from playwright.sync_api import Browser, FloatRect, ViewportSize
 
 from autofe.agents.settings import LoopSettings, Targets
 
@@ -39,6 +39,9 @@ MAX_BYTES = 300 * 1024
 PALETTES = (256, 128, 64, 32)
 """Colours tried, most first: the pages are flat colours and anti-aliased text, so even 32 read
 the same; Chromium's own PNGs are three times the size of a 256-colour one."""
+REPORT_HEIGHT = 3000
+"""A run report is ten thousand pixels long with its feature tables: the image shows its top
+(the headline against the best baseline, predicted vs actual, error by job, the baselines)."""
 REPLAYED = 72
 """The runs after the cut (docs/lab.md): new to night two, and to the server."""
 JOBS: tuple[tuple[str, str, str, tuple[dict[str, Any], ...]], ...] = (
@@ -100,11 +103,14 @@ def shoot_dashboard(browser: Browser, url: str, out: Path) -> list[Path]:
 
 
 def shoot_report(browser: Browser, report_html: Path, out: Path) -> Path:
-    """A full-page PNG of a run's ``report.html``, opened from disk as a user would."""
+    """The top :data:`REPORT_HEIGHT` pixels of a run's ``report.html``, opened from disk as a
+    user would (the rest is the per-round and per-feature tables)."""
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(report_html.resolve().as_uri())
     saved = out / "run-report.png"
-    page.screenshot(path=str(saved), full_page=True)
+    height = min(REPORT_HEIGHT, int(page.evaluate("document.documentElement.scrollHeight")))
+    clip: FloatRect = {"x": 0, "y": 0, "width": VIEWPORT["width"], "height": height}
+    page.screenshot(path=str(saved), full_page=True, clip=clip)
     page.close()
     return saved
 
