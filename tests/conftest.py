@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,9 @@ from autofe.modeling.dataset import FeatureValues
 REPO = Path(__file__).resolve().parents[1]
 
 # Fixture generators need pyspark (the `spark` extra); they are run by hand, not collected.
-collect_ignore_glob = ["fixtures/*"]
+# The browser tests need Playwright (the `ui` extra, `make test-ui`): without it they are not
+# collected, so that `make test` works with the `dev` extra alone.
+collect_ignore_glob = ["fixtures/*"] + ([] if importlib.util.find_spec("playwright") else ["ui/*"])
 
 
 @pytest.fixture(scope="session")
