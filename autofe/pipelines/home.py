@@ -8,6 +8,9 @@ Layout::
     HOME/nightly.lock       held while a nightly run works (pid, host, start time)
     HOME/actuals.jsonl      finished runs' real durations reported to the API (``/v1/actuals``)
     HOME/scheduler.sqlite   jobs submitted to the scheduler (``schedule submit``, ``/v1/jobs``)
+    HOME/served.jsonl       the feature values of every prediction served (training-serving skew)
+    HOME/triggers.jsonl     every retraining trigger that fired, with its evidence and action
+    HOME/retraining.json    the open retraining request (one per home) and held ones
 """
 
 from __future__ import annotations
@@ -48,3 +51,15 @@ class Home:
     @property
     def scheduler_store(self) -> Path:
         return self.root / STORE_FILE
+
+    @property
+    def served(self) -> Path:
+        return self.root / "served.jsonl"
+
+    @property
+    def triggers(self) -> Path:
+        return self.root / "triggers.jsonl"
+
+    @property
+    def retraining(self) -> Path:
+        return self.root / "retraining.json"
