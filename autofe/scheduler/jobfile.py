@@ -33,7 +33,7 @@ from typing import Any
 
 from autofe.errors import ScheduleError
 from autofe.scheduler.catalog import Catalog
-from autofe.scheduler.jobs import TIERS, Checkpointing, Estimate, JobRequest, Shape
+from autofe.scheduler.jobs import MARKETS, TIERS, Checkpointing, Estimate, JobRequest, Market, Shape
 
 FORMAT = "autofe-jobs/1"
 
@@ -193,6 +193,8 @@ def job_dict(job: JobRequest) -> dict[str, Any]:
     }
     if job.labels:
         out["labels"] = dict(job.labels)
+    if job.markets != MARKETS:
+        out["markets"] = list(job.markets)
     return out
 
 
@@ -219,9 +221,27 @@ def _job(item: object, index: int) -> JobRequest:
         depends_on=tuple(deps),
         checkpoint=_checkpoint(item.get("checkpoint"), job_id),
         labels=_labels(item.get("labels"), job_id),
+        markets=_markets(item.get("markets"), job_id),
     )
     _check_checkpoints(job)
     return job
+
+
+def _markets(value: object, job_id: str) -> tuple[Market, ...]:
+    """The markets a job allows, in the planner's order; absent: both.
+
+    >>> _markets(["spot", "on-demand"], "j"), _markets(None, "j")
+    (('on-demand', 'spot'), ('on-demand', 'spot'))
+    """
+    if value is None:
+        return MARKETS
+    if not isinstance(value, list) or not value or not all(v in MARKETS for v in value):
+        raise ScheduleError(
+            f"'markets' must be a non-empty list of {' and '.join(MARKETS)}", job_id
+        )
+    if len(set(value)) != len(value):
+        raise ScheduleError(f"'markets' lists a market twice: {value}", job_id)
+    return tuple(m for m in MARKETS if m in value)
 
 
 def _check_checkpoints(job: JobRequest) -> None:

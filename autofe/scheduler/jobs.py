@@ -104,6 +104,9 @@ class JobRequest:
     depends_on: tuple[str, ...] = ()
     checkpoint: Checkpointing | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    markets: tuple[Market, ...] = MARKETS
+    """The markets the job may run in: ``("on-demand",)`` for a job that must not be
+    preempted (an urgent retraining: a preemption would keep a bad model serving longer)."""
 
     @property
     def priority(self) -> int:

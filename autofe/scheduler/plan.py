@@ -246,7 +246,7 @@ def candidates(job: JobRequest, catalog: Catalog) -> list[ClusterOption]:
         shape = Shape.parse(key)
         for offer in catalog.offers(shape.instance_type, job.job_id):
             for market in MARKETS:
-                if offer.price(market) is not None:
+                if market in job.markets and offer.price(market) is not None:
                     found.append(ClusterOption(shape, estimate, offer, market))
     return found
 

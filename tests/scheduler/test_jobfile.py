@@ -182,6 +182,18 @@ BAD_JOBS: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
         lambda d: _job(d).update(labels=["nightly"]),
         r"job 'etl-1': 'labels' must be an object of strings",
     ),
+    "markets not a list": (
+        lambda d: _job(d).update(markets="spot"),
+        r"job 'etl-1': 'markets' must be a non-empty list of on-demand and spot",
+    ),
+    "unknown market": (
+        lambda d: _job(d).update(markets=["reserved"]),
+        r"job 'etl-1': 'markets' must be a non-empty list",
+    ),
+    "a market twice": (
+        lambda d: _job(d).update(markets=["spot", "spot"]),
+        r"job 'etl-1': 'markets' lists a market twice",
+    ),
     "empty id": (
         lambda d: _job(d).update(job_id=""),
         r"jobs\[0\]: needs a non-empty string 'job_id'",
@@ -239,3 +251,20 @@ def test_a_file_that_is_not_a_jobs_file(tmp_path: Path) -> None:
         read_jobs(path)
     with pytest.raises(ScheduleError, match=r"cannot be read as JSON"):
         read_jobs(tmp_path / "missing.json")
+
+
+def test_markets_restrict_the_plan_and_round_trip(tmp_path: Path) -> None:
+    """A job that allows only on-demand is never planned on spot, though spot is cheaper."""
+    from autofe.scheduler.plan import plan_job
+
+    doc = _doc()
+    _job(doc)["markets"] = ["on-demand"]
+    jobs = parse_jobs(doc, CATALOG, now=0.0)
+    assert jobs.jobs[0].markets == ("on-demand",)
+    assert jobs.jobs[1].markets == ("on-demand", "spot")
+    assert plan_job(jobs.jobs[0], CATALOG, 0.0).placement.market == "on-demand"
+    assert plan_job(jobs.jobs[1], CATALOG, 0.0).placement.market == "spot"
+    path = tmp_path / "jobs.json"
+    write_jobs(path, jobs.jobs, jobs.budgets)
+    assert "markets" not in json.loads(path.read_text())["jobs"][1]
+    assert read_jobs(path, CATALOG, now=0.0).jobs == jobs.jobs
