@@ -52,11 +52,13 @@ EventKind = Literal[
     "succeeded",
     "failed",
     "cancelled",
+    "retiered",
 ]
 REPORTED: tuple[EventKind, ...] = tuple(
-    k for k in get_args(EventKind) if k not in ("submitted", "cancelled")
+    k for k in get_args(EventKind) if k not in ("submitted", "cancelled", "retiered")
 )
-"""What a runner may report; ``submitted`` and ``cancelled`` come from submit and cancel."""
+"""What a runner may report; ``submitted``, ``cancelled`` and ``retiered`` come from submit,
+cancel and :meth:`JobStore.retier`."""
 MOVES: Mapping[str, tuple[frozenset[str], State | None]] = {
     # kind: (states it may happen in, state after it; None: unchanged)
     "started": (frozenset({"queued"}), "running"),
@@ -398,6 +400,49 @@ class JobStore:
             if row["state"] != "cancelled":
                 self._apply(con, row, "cancelled", at, "cancelled", None, None)
                 self._event(con, handle, at, "cancelled", {})
+        return self.get(handle, at)
+
+    def retier(
+        self,
+        handle: str,
+        item: Mapping[str, Any],
+        plan: Plan,
+        now: float | None = None,
+        reason: str = "",
+    ) -> JobRecord:
+        """Raise a queued job to a more urgent tier, with its request and plan replaced.
+
+        Back-pressure for requests that must not pile up (one open retraining per home): a
+        second, more urgent reason to run the same job raises the waiting one instead of
+        queueing another. The new ``item`` is the job object as it would now be submitted
+        (its tier, deadline and markets), ``plan`` the planner's answer for it.
+
+        Raises:
+            UnknownHandle: no such job.
+            StateConflict: the job is no longer queued (it started or finished).
+        """
+        at = time.time() if now is None else now
+        with self._write() as con:
+            row = self._row(con, handle)
+            if row["state"] != "queued":
+                raise StateConflict(
+                    f"cannot change the tier: the job is {row['state']}", row["job_id"]
+                )
+            con.execute(
+                "UPDATE jobs SET tier = ?, request = ?, plan = ?, hourly_usd = ?, "
+                "predicted_completion = ?, updated_at = ? WHERE handle = ?",
+                (
+                    item["tier"],
+                    json.dumps(dict(item), sort_keys=True),
+                    json.dumps(plan_dict(plan), sort_keys=True),
+                    plan.hourly_usd,
+                    at + plan.p50_s,
+                    at,
+                    handle,
+                ),
+            )
+            detail = {"from": row["tier"], "to": item["tier"], "reason": reason}
+            self._event(con, handle, at, "retiered", detail)
         return self.get(handle, at)
 
     # ------------------------------------------------------------------------------ reads

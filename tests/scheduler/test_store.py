@@ -312,3 +312,22 @@ def test_a_foreign_or_newer_file_is_refused(tmp_path: Path) -> None:
         JobStore(newer)
     with pytest.raises(ConfigError, match="does not exist"):
         JobStore.in_home(tmp_path / "missing")
+
+
+def test_retier_raises_a_queued_job_with_its_new_request_and_plan(store: JobStore) -> None:
+    (record,) = submit(store, item("retrain", tier="P2"))
+    urgent = item("retrain", tier="P0", markets=["on-demand"])
+    plan = plan_for("retrain", hourly=7.2, p50=1500.0)
+    raised = store.retier(record.handle, urgent, plan, NOW + 60.0, reason="degradation")
+    assert raised.tier == "P0" and raised.state == "queued"
+    assert raised.request == urgent and raised.plan == plan
+    assert raised.predicted_completion == NOW + 60.0 + 1500.0
+    assert [e.kind for e in raised.events] == ["submitted", "retiered"]
+    assert raised.events[-1].detail == {"from": "P2", "to": "P0", "reason": "degradation"}
+    summary = store.summary(NOW + 60.0)
+    assert summary.jobs_by_state == {("P0", "queued"): 1}
+    store.report(record.handle, "started", NOW + 120.0)
+    with pytest.raises(StateConflict, match="job 'retrain': cannot change the tier: the job is"):
+        store.retier(record.handle, urgent, plan, NOW + 180.0)
+    with pytest.raises(ScheduleError, match="cannot report 'retiered'"):
+        store.report(record.handle, "retiered", NOW + 200.0)  # type: ignore[arg-type]
