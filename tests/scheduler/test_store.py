@@ -330,4 +330,4 @@ def test_retier_raises_a_queued_job_with_its_new_request_and_plan(store: JobStor
     with pytest.raises(StateConflict, match="job 'retrain': cannot change the tier: the job is"):
         store.retier(record.handle, urgent, plan, NOW + 180.0)
     with pytest.raises(ScheduleError, match="cannot report 'retiered'"):
-        store.report(record.handle, "retiered", NOW + 200.0)  # type: ignore[arg-type]
+        store.report(record.handle, "retiered", NOW + 200.0)
