@@ -112,24 +112,34 @@ def tail_lines(path: Path, n: int) -> tuple[list[str], int]:
 
     Counting newlines is a byte scan; only the tail is decoded.
     """
+    lines, position, tail = _tail(path, n)
     with path.open("rb") as handle:
-        size = handle.seek(0, os.SEEK_END)
+        total = _count_newlines(handle, position) + tail.count(b"\n")
+    if tail and not tail.endswith(b"\n"):
+        total += 1  # a last line without its newline (torn, or being appended) is a line
+    return lines, total
+
+
+def last_lines(path: Path, n: int) -> list[str]:
+    """The last ``n`` lines of ``path`` without counting the rest: what a check after every
+    request can afford on a file that grows for a year."""
+    return _tail(path, n)[0]
+
+
+def _tail(path: Path, n: int) -> tuple[list[str], int, bytes]:
+    """The last ``n`` lines, the offset where the bytes read begin, and those bytes."""
+    with path.open("rb") as handle:
+        position = handle.seek(0, os.SEEK_END)
         tail = b""
-        position = size
         while position > 0 and tail.count(b"\n") <= n:
             step = min(_BLOCK, position)
             position -= step
             handle.seek(position)
             tail = handle.read(step) + tail
-        counted = tail.count(b"\n")
-        handle.seek(0)
-        total = _count_newlines(handle, position) + counted
-    if size and not tail.endswith(b"\n"):
-        total += 1  # a last line without its newline (torn, or being appended) is a line
     lines = tail.decode("utf-8", errors="replace").splitlines()
     if position > 0:
         lines = lines[1:]  # the first is the end of a line that began before the block
-    return lines[-n:] if n else [], total
+    return (lines[-n:] if n else []), position, tail
 
 
 def _count_newlines(handle: Any, stop: int) -> int:
