@@ -5,9 +5,12 @@ trained on (training-serving skew, as a PSI per feature). Only the server sees t
 ``autofe serve`` appends one JSON line per prediction: when, which model, which run and job,
 and the model's feature values the prediction used (given by name or computed). It is
 telemetry, not a record anyone is owed: no fsync, and a line that cannot be written is the
-caller's warning, never a failed prediction. The file only grows; the reader seeks from its
-end (:func:`~autofe.pipelines.serve_ui_actuals.tail_lines`, shared with the dashboard's
-actuals) so the triggers decode the same number of lines however long it has grown.
+caller's warning, never a failed prediction. The file only grows (a line a prediction), and
+the triggers read it after every actual, so the reader seeks from its end and reads only the
+blocks that hold the lines asked for
+(:func:`~autofe.pipelines.serve_ui_actuals.last_lines`, shared with the dashboard's actuals):
+its cost does not grow with the file. It does not count the file's lines either: that byte
+scan took 0.54 s on a 500 MB file.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autofe.pipelines.serve_ui_actuals import tail_lines
+from autofe.pipelines.serve_ui_actuals import last_lines
 
 ServedValue = float | str | bool | None
 
@@ -56,9 +59,11 @@ class Served:
 
 @dataclass(frozen=True)
 class ServedTail:
-    """The latest served records (oldest first), the file's line count and what was skipped."""
+    """The latest served records (oldest first), the lines read and what was skipped."""
 
     lines: int
+    """Lines read from the end (at most the ``n`` asked for): valid records plus skipped.
+    Not the file's line count, which would take a scan of the whole file."""
     records: tuple[Served, ...]
     skipped: int
     """Unreadable lines among those read (a torn last line while a server appends, a hand
@@ -96,17 +101,13 @@ class ServedLog:
 
 
 def read_served_tail(path: Path, n: int) -> ServedTail:
-    """The records on the last ``n`` lines of ``path`` (a missing file: none).
-
-    Only those lines are decoded; the others' newlines are counted (a byte scan) for
-    :attr:`ServedTail.lines`.
-    """
+    """The records on the last ``n`` lines of ``path`` (a missing file: none), reading only
+    the blocks at the file's end that hold them."""
     if not path.is_file():
         return ServedTail(0, (), 0)
-    lines, total = tail_lines(path, n)
-    parsed = [parse_served(line) for line in lines if line.strip()]
+    parsed = [parse_served(line) for line in last_lines(path, n) if line.strip()]
     records = tuple(s for s in parsed if s is not None)
-    return ServedTail(total, records, len(parsed) - len(records))
+    return ServedTail(len(parsed), records, len(parsed) - len(records))
 
 
 def parse_served(line: str) -> Served | None:
