@@ -5,7 +5,8 @@ makes easy to write by hand; ``prometheus_client`` would add a dependency and a 
 registry that two apps in one test process would share. Prediction error is measured here too:
 the server remembers what it predicted for each run id it was given (a bounded map, oldest
 forgotten first) and scores the prediction when the run's actual duration is reported.
-The scheduler's spend, budgets, queue and runtime events are read from its job store.
+The scheduler's spend, budgets, queue and runtime events are read from its job store, the
+retraining triggers' firings from ``HOME/triggers.jsonl``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from autofe.scheduler.jobs import TIERS
 from autofe.scheduler.store import Summary
@@ -268,6 +270,54 @@ def scheduler_lines(summary: Summary | None) -> list[str]:
             for line in _family(
                 f"autofe_scheduler_{attribute}_total", "counter", help_text, per_group(attribute)
             )
+        ),
+    ]
+
+
+def trigger_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The retraining triggers' families, from the records of ``HOME/triggers.jsonl``.
+
+    Counted from the file at each scrape, so they survive a restart and agree across servers
+    sharing a home. A record without a text ``kind``, ``tier`` or ``action`` is not counted.
+
+    >>> lines = trigger_lines([
+    ...     {"at_s": 10.0, "kind": "skew", "tier": "P1", "action": "held"},
+    ...     {"at_s": 20.0, "kind": "skew", "tier": "P1", "action": "submitted"},
+    ... ])
+    >>> [line for line in lines if not line.startswith("#")]  # doctest: +NORMALIZE_WHITESPACE
+    ['autofe_trigger_firings_total{kind="skew",tier="P1",action="held"} 1',
+     'autofe_trigger_firings_total{kind="skew",tier="P1",action="submitted"} 1',
+     'autofe_trigger_last_fired_timestamp_seconds{kind="skew"} 20.0',
+     'autofe_retraining_held_total 1']
+    """
+    firings: Counter[tuple[str, str, str]] = Counter()
+    last: dict[str, float] = {}
+    for record in records:
+        kind, tier, action = (record.get(key) for key in ("kind", "tier", "action"))
+        if not (isinstance(kind, str) and isinstance(tier, str) and isinstance(action, str)):
+            continue
+        firings[(kind, tier, action)] += 1
+        at_s = record.get("at_s")
+        if isinstance(at_s, int | float) and not isinstance(at_s, bool) and math.isfinite(at_s):
+            last[kind] = max(float(at_s), last.get(kind, -math.inf))
+    return [
+        *_family(
+            "autofe_trigger_firings_total",
+            "counter",
+            "Retraining triggers fired, by kind, tier and what was done (HOME/triggers.jsonl).",
+            [({"kind": k, "tier": t, "action": a}, n) for (k, t, a), n in sorted(firings.items())],
+        ),
+        *_family(
+            "autofe_trigger_last_fired_timestamp_seconds",
+            "gauge",
+            "Unix time of each trigger kind's latest firing.",
+            [({"kind": k}, at_s) for k, at_s in sorted(last.items())],
+        ),
+        *_family(
+            "autofe_retraining_held_total",
+            "counter",
+            "Retraining requests held (by the budget) instead of submitted.",
+            [({}, sum(n for (_, _, a), n in firings.items() if a == "held"))],
         ),
     ]
 

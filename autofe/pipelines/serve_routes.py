@@ -19,7 +19,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from autofe.pipelines.serve_json import BodyRefused, read_json
-from autofe.pipelines.serve_metrics import CONTENT_TYPE, scheduler_lines
+from autofe.pipelines.serve_metrics import CONTENT_TYPE, scheduler_lines, trigger_lines
 from autofe.pipelines.serve_models import (
     ActualOut,
     ActualReport,
@@ -192,10 +192,12 @@ def healthz(service: ServiceDep) -> Response:
 )
 async def metrics(service: ServiceDep) -> PlainTextResponse:
     """Prometheus text exposition (requests, latency, model version, prediction error,
-    scheduler spend, budgets, queue and runtime events)."""
+    scheduler spend, budgets, queue and runtime events, retraining triggers)."""
     text = service.metrics.render(service.live.version)
     summary = await run_in_threadpool(service.jobs.summary)  # SQLite: off the event loop
     text += "\n".join(scheduler_lines(summary)) + "\n"
+    firings = await run_in_threadpool(service.trigger_records)  # a file: off the loop too
+    text += "\n".join(trigger_lines(firings)) + "\n"
     return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
 

@@ -9,6 +9,7 @@ of one method here, so all of it runs (and is benchmarked) without a web server.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import math
@@ -60,6 +61,7 @@ from autofe.pipelines.serve_models import (
     choose_configuration,
     feature_type_errors,
 )
+from autofe.pipelines.served_log import Served, ServedLog
 from autofe.scheduler.catalog import Catalog, load_catalog
 from autofe.scheduler.store import (
     JobStore,
@@ -179,7 +181,10 @@ class Service:
         self.ledger = PredictionLedger(ledger_size)
         self.live = LiveModel(self.home.registry, self.metrics, poll_s)
         self.jobs = JobHandles(home, catalog)
+        self.served = ServedLog(self.home.served)
         self._actuals_lock = threading.Lock()
+        self._checking = threading.Lock()
+        self._served_error: str | None = None
 
     def predict(self, loaded: Loaded, request: PredictRequest) -> PredictionOut:
         """One prediction, features given by name or computed from the job spec.
@@ -196,6 +201,7 @@ class Service:
             prediction = predict_pending(loaded.artifact, self.home.warehouse, pending)
             out = PredictionOut.of(prediction, loaded.version, "computed")
         self.metrics.observe_predictions(out.feature_source)
+        self._log_served(out, request.run_id)
         if request.run_id is not None:
             remembered = Remembered(out.job_id, out.p50_s, out.intervals, out.model_version)
             self.ledger.remember(request.run_id, remembered)
@@ -254,6 +260,7 @@ class Service:
             raise WarehouseError(f"cannot append to {self.home.actuals}: {exc}") from exc
         scored = Scored(remembered, report.duration_s) if remembered else None
         self.metrics.observe_actual(scored)
+        self.check_triggers()
         return ActualOut(
             run_id=report.run_id,
             recorded=True,
@@ -289,6 +296,56 @@ class Service:
             loaded_at=loaded.loaded_at if loaded else None,
             reload_error=self.live.error,
         )
+
+    def check_triggers(self) -> None:
+        """Evaluate the retraining triggers after an actual (the lead's ``after_actuals``).
+
+        The actual is recorded by then, so nothing here may fail the request: an error is
+        logged. One check at a time: while one runs, another request skips its own (the next
+        actual checks again, on a file that has only grown).
+        """
+        if not self._checking.acquire(blocking=False):
+            return
+        try:
+            triggers = importlib.import_module("autofe.pipelines.triggers")
+            triggers.after_actuals(self.home.root)
+        except ModuleNotFoundError as exc:
+            if exc.name != "autofe.pipelines.triggers":
+                log.exception("the retraining triggers cannot be imported")
+        except (AutofeError, OSError) as exc:
+            log.warning("retraining triggers not checked: %s", first_line(exc))
+        # The actual is appended and scored already: a bug in the check must not make the
+        # report a 500 that the client would retry, appending the actual twice.
+        except Exception:
+            log.exception("retraining triggers not checked")
+        finally:
+            self._checking.release()
+
+    def trigger_records(self) -> list[dict[str, Any]]:
+        """``HOME/triggers.jsonl``'s records for the metrics (none before the first firing)."""
+        if not self.home.triggers.is_file():
+            return []
+        try:
+            return read_triggers_tolerantly(self.home.triggers)
+        except (AutofeError, OSError) as exc:
+            log.warning("cannot read %s: %s", self.home.triggers, first_line(exc))
+            return []
+
+    def _log_served(self, out: PredictionOut, run_id: str | None) -> None:
+        """Append the prediction's feature values to ``HOME/served.jsonl`` (skew telemetry:
+        a failure is a warning, never a failed prediction)."""
+        served = Served(time.time(), out.model_version, run_id, out.job_id, out.features)
+        try:
+            self.served.append(served)
+        except OSError as exc:
+            # Once per failure, not once per prediction: a full disk must not flood the log.
+            if self._served_error is None:
+                log.warning("cannot append to %s: %s", self.served.path, exc)
+            self._served_error = str(exc)
+            return
+        if self._served_error is not None:
+            log.info("appending to %s again", self.served.path)
+            self._served_error = None
 
     def _append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True) + "\n"
@@ -497,6 +554,26 @@ def interval_fields(remembered: Remembered | None) -> dict[str, float | None]:
         out[f"predicted_low_{label}"] = float(bounds[0]) if bounds else None
         out[f"predicted_high_{label}"] = float(bounds[1]) if bounds else None
     return out
+
+
+def read_triggers_tolerantly(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of ``path``, one a line; other lines (a torn last one) skipped.
+
+    Stands in for :func:`autofe.pipelines.triggers.read_triggers` until that exists.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    records = []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
 
 
 def _now() -> str:
