@@ -494,6 +494,18 @@ class JobStore:
         remaining = {b.name: b.usd - _period_spend(b, charges, at) for b in budgets}
         return Summary(spend, remaining, {(t, s): int(n) for t, s, n in states})
 
+    def remaining(self, budget: Budget, now: float | None = None) -> float:
+        """What ``budget`` would have left in the period of ``now`` (negative: overrun), from
+        the spend of its account's (or tier's) jobs, whether or not it is stored yet."""
+        at = time.time() if now is None else now
+        with self._connect() as con:
+            charges = con.execute(
+                "SELECT c.*, j.account, j.tier FROM charges c JOIN jobs j USING (handle) "
+                "WHERE j.account = ? OR j.tier = ?",
+                (budget.name, budget.name),
+            ).fetchall()
+        return budget.usd - _period_spend(budget, charges, at)
+
     def snapshot(self, now: float | None = None, limit: int = 200, events: int = 200) -> Snapshot:
         """The latest ``limit`` jobs with their events and spend, counts by state, budgets with
         the charges and waiting work of their current periods, and the latest ``events`` events;
