@@ -132,19 +132,28 @@ def parse_served(line: str) -> Served | None:
             model_version=_text(data.get("model_version")),
             run_id=_text(data.get("run_id")),
             job_id=_text(data.get("job_id")),
-            features={str(name): _value(value) for name, value in features.items()},
+            features=_values(features),
         )
     except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
 
 
-def _value(value: Any) -> ServedValue:
-    """A feature value as read: booleans and text as they are, numbers as floats."""
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, int | float):
-        return _finite(float(value))
-    raise TypeError(f"not a feature value: {value!r}")
+def _values(features: Mapping[str, Any]) -> dict[str, ServedValue]:
+    """Feature values as read: booleans and text as they are, numbers as floats (non-finite:
+    None). One loop over exact types: the triggers parse 500 lines of this after each actual.
+    """
+    out: dict[str, ServedValue] = {}
+    for name, value in features.items():
+        kind = type(value)
+        if kind is float:
+            out[name] = value if math.isfinite(value) else None
+        elif kind is int:
+            out[name] = float(value)
+        elif value is None or kind is str or kind is bool:
+            out[name] = value
+        else:
+            raise TypeError(f"not a feature value: {value!r}")
+    return out
 
 
 def _finite(value: ServedValue) -> ServedValue:
