@@ -7,7 +7,8 @@ One night, under the home folder's lock (:mod:`autofe.pipelines.nightly_lock`):
    number is reported);
 2. **loop**: the agent loop in ``HOME/nightly/<stamp>/run/`` on a copy of that warehouse, warm
    started from the active model's feature catalog (every feature re-proposed in round 0 and
-   re-checked by the gates and the evaluator, new ones proposed beside them); the evaluator's
+   re-checked by the gates and the evaluator, new ones proposed beside them; mode ``full``
+   starts cold instead, without the catalog); the evaluator's
    holdout is the comparison window, so feature selection never sees the runs it is judged on;
 3. **compare** challenger and champion on the window (:mod:`autofe.pipelines.nightly_compare`);
 4. **drift** of the champion since its promotion (:mod:`autofe.pipelines.nightly_drift`);
@@ -30,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from autofe.agents.llm import LLMSettings
 from autofe.agents.settings import LoopSettings
@@ -57,6 +58,7 @@ from autofe.pipelines.nightly_compare import (
     score_on_window,
 )
 from autofe.pipelines.nightly_drift import RunInfo, drift_report
+from autofe.pipelines.nightly_handle import check_handle, running_job
 from autofe.pipelines.nightly_lock import hold_lock
 from autofe.pipelines.run import Progress, RunSettings, run
 from autofe.run_dir import RunDir
@@ -70,6 +72,8 @@ NIGHT_AGAIN = (
 )
 RUN_DIR = "run"
 Notice = Callable[[str], None]
+Mode = Literal["incremental", "full"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 @dataclass(frozen=True)
@@ -84,10 +88,30 @@ class NightlySettings:
     """Window size in runs; None: the latest 20 % or the runs since the last promotion."""
     loop: LoopSettings = field(default_factory=LoopSettings)
     llm: LLMSettings = field(default_factory=lambda: LLMSettings(backend="offline"))
+    mode: Mode = "incremental"
+    """``incremental``: the loop is warm started from the active model's catalog; ``full``:
+    cold, every feature proposed anew (a regeneration when the champion's features went stale)."""
+    handle: str | None = None
+    """The scheduler job this night runs (``HOME/scheduler.sqlite``), reported as it goes."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.margin < 1.0:
             raise ConfigError(f"--margin {self.margin}: must be at least 0 and below 1")
+        parse_mode(self.mode)
+        if self.handle is not None and not self.handle.strip():
+            raise ConfigError("--handle: must not be empty")
+
+
+def parse_mode(text: str) -> Mode:
+    """``--mode`` checked.
+
+    >>> parse_mode("full")
+    'full'
+    """
+    for mode in MODES:
+        if text == mode:
+            return mode
+    raise ConfigError(f"--mode {text}: must be one of {', '.join(MODES)}")
 
 
 @dataclass(frozen=True)
@@ -106,15 +130,22 @@ def nightly(
 ) -> NightlyResult:
     """Run one night (see the module docstring) and return its record.
 
+    With a handle, the scheduler job is checked before anything is made, and reported
+    ``started`` once the lock is held, then ``succeeded`` or ``failed``
+    (:mod:`autofe.pipelines.nightly_handle`).
+
     Raises:
-        ConfigError: the workspace or the home folder is unusable, or an option is invalid.
-        LockHeld: another nightly run holds ``HOME/nightly.lock``.
+        ConfigError: the workspace or the home folder is unusable, an option is invalid, or
+            the handle is not a queued job of the home's scheduler store.
+        LockHeld: another nightly run holds ``HOME/nightly.lock`` (the job stays queued).
         AutofeError: a step failed on purpose (the record says which, with status failed).
     """
     say = notice or (lambda _: None)
     workspace = check_workspace(settings.workspace)
+    if settings.handle is not None:
+        check_handle(settings.home, settings.handle)
     home = open_home(settings.home)
-    with hold_lock(home.lock, say):
+    with hold_lock(home.lock, say), running_job(home.root, settings.handle, say):
         night = _Night.start(home, settings, workspace)
         try:
             _work(night, settings, workspace, home, kb, progress, say)
@@ -179,6 +210,8 @@ class _Night:
             "workspace": str(workspace),
             "home": str(home.root),
             "margin": settings.margin,
+            "mode": settings.mode,
+            "handle": settings.handle,
             "seconds": {},
         }
         return cls(folder, record)
@@ -421,8 +454,9 @@ def _challenge(
     kb: KnowledgeBase | None,
     progress: Progress | None,
 ) -> Artifact | None:
-    """The agent loop on a copy of the home warehouse; its model (None if it kept nothing)."""
-    catalog = champion.catalog if champion else None
+    """The agent loop on a copy of the home warehouse; its model (None if it kept nothing).
+    A full night is cold: the champion's catalog is not proposed again."""
+    catalog = champion.catalog if champion and settings.mode == "incremental" else None
     evaluation = replace(settings.loop.evaluation, holdout=window.share)
     loop = replace(settings.loop, evaluation=evaluation)
     warm = str(catalog) if catalog else None
