@@ -791,6 +791,14 @@ def nightly(
     llm_timeout: LlmTimeoutOpt = LLM.timeout_s,
     llm_batch: LlmBatchOpt = LLM.batch_size,
     llm_format: LlmFormatOpt = LLM.output_format,
+    mode: Annotated[
+        str,
+        typer.Option(help="incremental (warm start from the active model's features) or full."),
+    ] = "incremental",
+    handle: Annotated[
+        str | None,
+        typer.Option(help="The queued scheduler job this night runs (HOME/scheduler.sqlite)."),
+    ] = None,
     history: Annotated[
         bool, typer.Option("--history", help="List the past nights instead of running one.")
     ] = False,
@@ -802,7 +810,7 @@ def nightly(
     skipped, 75 another nightly run holds the lock (docs/nightly.md).
     """
     from autofe.errors import ConfigError
-    from autofe.pipelines.nightly import NightlySettings, nightly_history
+    from autofe.pipelines.nightly import NightlySettings, nightly_history, parse_mode
 
     if history:
         _print_history(nightly_history(home), as_json)
@@ -813,7 +821,9 @@ def nightly(
         max_iterations=max_iterations, budget_seconds=budget_seconds, per_round=per_round
     )
     chosen = _llm_settings(llm, model, llm_context, llm_timeout, llm_batch, llm_format)
-    settings = NightlySettings(workspace, home, margin, recent, loop, chosen)
+    settings = NightlySettings(
+        workspace, home, margin, recent, loop, chosen, parse_mode(mode), handle
+    )
     result = _run_night(settings, as_json)
     if as_json:
         print(json.dumps(result.record, indent=2, default=str))
@@ -859,6 +869,7 @@ def _print_night(folder: Path, record: dict[str, Any]) -> None:
     window, loop, warm = record["window"], record["loop"], record["warm_start"]
     _line(f"{folder}: {record['decision']} ({record['version']})")
     _line(f"reason: {record['reason']}")
+    _line(_mode_line(record))
     _line(
         f"window: {window['runs']} of {window['labelled']} labelled runs ({window['rule']}); "
         f"loop: {loop['proposed']} proposed, {loop['accepted']} kept, "
@@ -873,6 +884,14 @@ def _print_night(folder: Path, record: dict[str, Any]) -> None:
             )
     _print_drift(record.get("drift"))
     _line("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in record["seconds"].items()))
+
+
+def _mode_line(record: dict[str, Any]) -> str:
+    """The night's mode (cold or warm from which version) and the scheduler job it ran."""
+    warm = record["warm_start"]["version"]
+    start = f"warm start from {warm}" if warm else "cold start"
+    line = f"mode: {record['mode']} ({start})"
+    return line + (f"; handle {record['handle']}" if record.get("handle") else "")
 
 
 def _print_drift(drift: dict[str, Any] | None) -> None:
