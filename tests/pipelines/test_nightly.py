@@ -8,6 +8,7 @@ import math
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nightly_jobs import submit_retraining
 from typer.testing import CliRunner
 
 from autofe.agents.settings import EvalSettings, LoopSettings, Targets
@@ -38,6 +40,9 @@ from autofe.pipelines.nightly import (
     nightly_history,
     read_labelled,
 )
+from autofe.pipelines.retraining_estimate import estimate_retraining, prior_estimate
+from autofe.run_dir import RunDir
+from autofe.scheduler.store import JobStore
 from autofe.warehouse.connect import schema_fingerprint
 
 FIRST, LATER = 150, 40
@@ -213,6 +218,78 @@ def test_an_unchanged_workspace_keeps_the_champion_with_a_reason(lab: Lab, home:
     # in-sample, which is why the decision uses the refit score
     assert record["champion"]["deployed"]["seen_in_training"] == record["window"]["runs"]
     assert record["drift"]["new_runs"] == 0
+
+
+# --------------------------------------------------------------------------- modes and handles
+
+
+def test_a_full_night_starts_cold_without_the_champions_catalog(lab: Lab, home: Path) -> None:
+    args = ["nightly", "--workspace", str(lab.workspace), "--home", str(home), "--mode", "full"]
+    result = runner.invoke(app, [*args, "--max-iterations", "1", "--per-round", str(PER_ROUND)])
+    assert result.exit_code == 0, result.output
+    assert "mode: full (cold start)" in result.stdout
+    record = nightly_history(home)[-1]
+    assert record["status"] == "done" and (record["mode"], record["handle"]) == ("full", None)
+    # no warm start: round 0 held only the backend's own proposals, none of origin catalog
+    assert record["warm_start"] == {"version": None, "features": 0, "kept_again": 0, "dropped": []}
+    assert record["loop"]["proposed"] == PER_ROUND
+    saved = json.loads(RunDir(Path(record["loop"]["run_dir"])).settings.read_text())
+    assert saved["warm_start"] is None
+    assert record["champion"]["version"] == "v0001"  # still the one a challenger must beat
+    assert nightly_history(home)[0]["mode"] == "incremental"  # the first night, warm by default
+
+
+def test_a_night_runs_its_scheduler_job_and_reports_it(
+    lab: Lab, home: Path, kb: KnowledgeBase
+) -> None:
+    handle = submit_retraining(home)
+    record = night(lab.workspace, home, kb, handle=handle).record
+    assert (record["status"], record["mode"], record["handle"]) == ("done", "incremental", handle)
+    assert record["warm_start"]["version"] == "v0001"
+    job = JobStore.in_home(home).get(handle)
+    assert job.state == "succeeded"
+    assert [e.kind for e in job.events] == ["submitted", "started", "succeeded"]
+    assert job.started_at is not None and job.finished_at is not None
+    assert job.finished_at - job.started_at >= record["seconds"]["loop"]
+    assert nightly_history(home)[-1]["handle"] == handle
+
+
+@pytest.mark.parametrize("crash", [OSError("No space left on device\nretry"), KeyboardInterrupt()])
+def test_a_failed_night_fails_its_scheduler_job_with_the_reason(
+    lab: Lab, home: Path, kb: KnowledgeBase, crash: BaseException, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = submit_retraining(home)
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise crash
+
+    monkeypatch.setattr(nightly_module, "run", fail)
+    with pytest.raises(type(crash)):
+        night(lab.workspace, home, kb, handle=handle)
+    record = nightly_history(home)[-1]
+    assert record["status"] == ("failed" if isinstance(crash, OSError) else "interrupted")
+    assert record["handle"] == handle
+    job = JobStore.in_home(home).get(handle)
+    assert job.state == "failed"
+    assert [e.kind for e in job.events] == ["submitted", "started", "failed"]
+    reason = "No space left on device" if isinstance(crash, OSError) else "KeyboardInterrupt"
+    assert job.events[-1].detail == {"reason": reason}  # the error's first line
+    assert not (home / "nightly.lock").exists()
+
+
+def test_past_nights_estimate_the_next_retraining(lab: Lab, home: Path, kb: KnowledgeBase) -> None:
+    for _ in range(2):  # with the first: three incremental nights done
+        night(lab.workspace, home, kb)
+    totals = [r["seconds"]["total"] for r in nightly_history(home)]
+    estimate = estimate_retraining(home, "incremental", LOOP.budget_seconds)
+    assert estimate.source == "history" and estimate.nights == len(totals) == 3
+    assert estimate.p50_s == statistics.median(totals)
+    # three points lie within 1.155 sample sds of their mean: all inside the 90 % interval
+    assert estimate.low_s <= min(totals) and max(totals) <= estimate.high_s
+    # no full night yet: the budget's prior, longer than the incremental nights took
+    full = estimate_retraining(home, "full", LOOP.budget_seconds)
+    assert full == prior_estimate("full", LOOP.budget_seconds) and full.nights == 0
+    assert full.p50_s > estimate.p50_s
 
 
 # --------------------------------------------------------------------------- new runs

@@ -9,11 +9,13 @@ import socket
 from pathlib import Path
 
 import pytest
+from nightly_jobs import submit_retraining
 from typer.testing import CliRunner
 
 from autofe.cli import app
 from autofe.config import EXAMPLE_DIR
 from autofe.console import EXIT_LOCKED, EXIT_USER_ERROR
+from autofe.scheduler.store import JobStore
 
 runner = CliRunner()
 
@@ -57,6 +59,51 @@ def test_a_margin_outside_zero_to_one_is_refused(tmp_path: Path) -> None:
     args = ("--workspace", str(EXAMPLE_DIR), "--home", str(tmp_path), "--margin", "1.5")
     code, output = nightly(*args)
     assert code == EXIT_USER_ERROR and "--margin 1.5: must be at least 0 and below 1" in output
+
+
+def test_an_unknown_mode_is_refused(tmp_path: Path) -> None:
+    args = ("--workspace", str(EXAMPLE_DIR), "--home", str(tmp_path / "h"), "--mode", "warm")
+    code, output = nightly(*args)
+    assert code == EXIT_USER_ERROR and "--mode warm: must be one of incremental, full" in output
+    assert not (tmp_path / "h").exists()
+
+
+def listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_handle_without_a_scheduler_store_is_unknown_and_nothing_is_made(tmp_path: Path) -> None:
+    args = ("--workspace", str(EXAMPLE_DIR), "--home", str(tmp_path), "--handle", "abc123")
+    code, output = nightly(*args)
+    assert code == EXIT_USER_ERROR
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "--handle abc123: no such job (no scheduler store" in errors[0]
+    assert listing(tmp_path) == {}  # no store created, no lock, no night folder
+    code, output = nightly("--workspace", str(EXAMPLE_DIR), "--home", str(tmp_path / "new"),
+                           "--handle", "abc123")  # fmt: skip
+    assert code == EXIT_USER_ERROR and "no such job" in output and not (tmp_path / "new").exists()
+
+
+def test_a_handle_that_is_unknown_or_not_queued_is_one_line_and_the_home_untouched(
+    tmp_path: Path,
+) -> None:
+    handle = submit_retraining(tmp_path)
+    before = listing(tmp_path)
+    base = ("--workspace", str(EXAMPLE_DIR), "--home", str(tmp_path))
+    code, output = nightly(*base, "--handle", "f" * 32)
+    assert code == EXIT_USER_ERROR and f"--handle {'f' * 32}: no such job in " in output
+    assert listing(tmp_path) == before
+    JobStore.in_home(tmp_path).cancel(handle)
+    before = listing(tmp_path)
+    code, output = nightly(*base, "--handle", handle)
+    assert code == EXIT_USER_ERROR
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert f"--handle {handle}: job 'autofe-nightly' is cancelled" in " ".join(output.split())
+    assert listing(tmp_path) == before  # no lock, no night folder, the store as it was
+    assert [e.kind for e in JobStore.in_home(tmp_path).get(handle).events] == [
+        "submitted", "cancelled"
+    ]  # fmt: skip
 
 
 def test_a_live_lock_exits_with_its_own_code_and_stays(tmp_path: Path) -> None:
