@@ -32,6 +32,7 @@ from autofe.errors import AutofeError, autofe_error_in
 from autofe.evals.cli import eval_app
 from autofe.knowledge_base.cli import kb_app
 from autofe.lab.cli import lab_app
+from autofe.pipelines.triggers_cli import triggers_app
 from autofe.run_dir import RunDir
 from autofe.scheduler.cli import schedule_app
 from autofe.special_file import special_file
@@ -79,6 +80,7 @@ app.add_typer(lab_app, name="lab")
 app.add_typer(kb_app, name="kb")
 app.add_typer(eval_app, name="eval")
 app.add_typer(schedule_app, name="schedule")
+app.add_typer(triggers_app, name="triggers")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DbOpt = Annotated[Path, typer.Option("--db", help="Warehouse file (DuckDB).")]

@@ -36,7 +36,7 @@ from typing import Any, Literal, get_args
 from autofe.agents.llm import LLMSettings
 from autofe.agents.settings import LoopSettings
 from autofe.config import IngestSettings, workspace_path
-from autofe.errors import ConfigError, ModelError, WarehouseError
+from autofe.errors import AutofeError, ConfigError, ModelError, WarehouseError, first_line
 from autofe.feature_catalog import CATALOG_FILE, load_catalog
 from autofe.featurespec import FeatureSpec
 from autofe.ingest.ingest import ingest
@@ -152,7 +152,24 @@ def nightly(
         except BaseException as exc:
             night.fail(exc)
             raise
-        return night.finish()
+        result = night.finish()
+    _check_triggers(home, result.record, say)
+    return result
+
+
+def _check_triggers(home: Home, record: dict[str, Any], say: Notice) -> None:
+    """The retraining triggers after the night (its job is finished by now, so a firing
+    requests a new retraining rather than attaching to this one). A failing check is a
+    notice: the night's result stands."""
+    from autofe.pipelines.triggers import after_night  # it reads this module's functions
+
+    try:
+        fired = after_night(home.root, record)
+    except (AutofeError, OSError) as exc:
+        say(f"triggers not checked: {first_line(exc)}")
+        return
+    for firing in fired:
+        say(f"trigger {firing['kind']} ({firing['tier']}): {firing['reason']}: {firing['action']}")
 
 
 def check_workspace(path: Path) -> Path:

@@ -1,0 +1,143 @@
+"""Trigger checks on a home with the manual model serving: settings, the log, once per subject
+and version, the skew profile on the example's real feature values, the CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from test_serve import make_home
+from typer.testing import CliRunner
+
+from autofe.cli import app
+from autofe.console import EXIT_USER_ERROR
+from autofe.errors import ConfigError
+from autofe.pipelines.home import Home
+from autofe.pipelines.served_log import Served, ServedLog
+from autofe.pipelines.triggers import (
+    after_actuals,
+    check_triggers,
+    fire,
+    load_settings,
+    read_triggers,
+)
+from autofe.pipelines.triggers_profile import training_profile
+from autofe.pipelines.triggers_signals import Signal, TriggerSettings
+from autofe.scheduler.store import JobStore
+
+NOW = 1_800_000_000.0
+runner = CliRunner()
+
+
+@pytest.fixture
+def home(tmp_path: Path, example_warehouse: Path, manual_model: Path) -> Home:
+    return Home(make_home(tmp_path / "home", example_warehouse, manual_model))
+
+
+def write_actuals(home: Home, rows: list[tuple[str, str, float, float]], version: str) -> None:
+    with home.actuals.open("a") as out:
+        for run, job, duration, p50 in rows:
+            record = {
+                "run_id": run,
+                "job_id": job,
+                "duration_s": duration,
+                "reported_at": "2027-01-15T08:00:00+00:00",
+                "predicted_p50_s": p50,
+                "predicted_low_80": p50 / 1.5,
+                "predicted_high_80": p50 * 1.5,
+                "model_version": version,
+            }
+            out.write(json.dumps(record) + "\n")
+
+
+def test_settings_come_from_the_home_and_bad_ones_name_the_file(home: Home) -> None:
+    assert load_settings(home) == TriggerSettings()
+    path = home.root / "triggers.json"
+    path.write_text(json.dumps({"job_runs": 4, "budget_usd": 12.5}))
+    assert (load_settings(home).job_runs, load_settings(home).budget_usd) == (4, 12.5)
+    for text, message in (
+        ('{"job_run": 4}', r"triggers.json: unknown setting 'job_run'"),
+        ('{"window": "50"}', r"triggers.json: 'window' must be a number, not '50'"),
+        ("[1]", r"triggers.json: must be a JSON object"),
+        ("{", r"triggers.json: not readable as JSON"),
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_settings(home)
+
+
+def test_a_job_going_wrong_fires_once_for_the_served_version(home: Home) -> None:
+    calm = [(f"r{i}", f"j{i % 5}", 100.0, 100.0) for i in range(30)]
+    write_actuals(home, calm, "v0001")
+    assert after_actuals(home.root, NOW) == []
+    write_actuals(home, [(f"s{i}", "j2", 300.0, 100.0) for i in range(3)], "v0001")
+    (fired,) = after_actuals(home.root, NOW + 60)
+    assert (fired["kind"], fired["subject"], fired["tier"]) == ("degradation", "job:j2", "P0")
+    assert fired["action"] == "submitted" and fired["plan"]["market"] == "on-demand"
+    assert fired["model_version"] == "v0001" and fired["evidence"]["runs"] == ["s0", "s1", "s2"]
+    write_actuals(home, [("s3", "j2", 300.0, 100.0)], "v0001")
+    assert after_actuals(home.root, NOW + 120) == []  # already fired for v0001
+    assert [r["subject"] for r in read_triggers(home.triggers)] == ["job:j2"]
+    assert len(JobStore.in_home(home.root).handles()) == 1
+
+
+def test_the_log_tolerates_a_torn_line(home: Home) -> None:
+    signal = Signal("skew", "features", False, "planted", {})
+    fire(home, [signal], "check", "v0001", TriggerSettings(), NOW)
+    with home.triggers.open("a") as out:
+        out.write('{"kind": "degr')
+    assert [r["reason"] for r in read_triggers(home.triggers)] == ["planted"]
+
+
+def test_scheduled_and_held_requests_through_the_check(home: Home) -> None:
+    (home.root / "triggers.json").write_text(json.dumps({"budget_usd": 0.0001}))
+    (held,) = check_triggers(home.root, NOW, scheduled=True)
+    assert (held["kind"], held["tier"], held["action"]) == ("scheduled", "P2", "held")
+    assert check_triggers(home.root, NOW + 60, scheduled=True) == []  # one per day, still held
+    (home.root / "triggers.json").write_text(json.dumps({"budget_usd": 100.0}))
+    (retried,) = check_triggers(home.root, NOW + 120)
+    assert (retried["subject"], retried["action"], retried["tier"]) == ("held", "submitted", "P2")
+    assert "retried the retraining held since" in retried["reason"]
+
+
+def test_the_skew_profile_is_the_models_training_values(home: Home) -> None:
+    version = home.registry.active()
+    assert version is not None
+    assert training_profile(home, version, compute=False) is None  # not cached yet
+    profile = training_profile(home, version, compute=True)
+    assert profile is not None
+    assert training_profile(home, version, compute=False) == profile  # cached on disk
+    assert abs(sum(profile.gain.values()) - 1.0) < 1e-4
+    top = max(profile.gain, key=lambda k: profile.gain[k])
+    numbers = [v for v in profile.values[top] if isinstance(v, int | float)]
+    assert len(numbers) > 300
+
+    rng = random.Random(0)
+    log = ServedLog(home.served)
+    for i in range(250):
+        features = {name: rng.choice(values) for name, values in profile.values.items()}
+        log.append(Served(NOW + i, version.name, f"q{i}", "j", features))
+    assert check_triggers(home.root, NOW + 300) == []  # served as trained: no skew
+    spread = max(numbers) - min(numbers) + 1.0
+    for i in range(250, 500):
+        features = {name: rng.choice(values) for name, values in profile.values.items()}
+        features[top] = max(numbers) + spread * (1 + rng.random())
+        log.append(Served(NOW + i, version.name, f"q{i}", "j", features))
+    (fired,) = check_triggers(home.root, NOW + 600)
+    assert (fired["kind"], fired["tier"]) == ("skew", "P1")
+    assert top in fired["evidence"]["shifted"]
+
+
+def test_the_cli_checks_and_lists(home: Home, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["triggers", "check", "--home", str(home.root), "--scheduled"])
+    assert result.exit_code == 0, result.output
+    assert "scheduled (P2, incremental)" in result.output and "open retraining" in result.output
+    listed = runner.invoke(app, ["triggers", "list", "--home", str(home.root), "--json"])
+    assert json.loads(listed.output)["open"]["tier"] == "P2"
+    bad = runner.invoke(app, ["triggers", "check", "--home", str(tmp_path / "nowhere")])
+    assert bad.exit_code == EXIT_USER_ERROR
+    assert bad.output.strip().splitlines() == [
+        f"error: --home {tmp_path / 'nowhere'}: not a folder"
+    ]
