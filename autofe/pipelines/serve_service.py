@@ -9,7 +9,6 @@ of one method here, so all of it runs (and is benchmarked) without a web server.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import math
@@ -32,6 +31,7 @@ from autofe.modeling.artifact import Artifact
 from autofe.modeling.conformal import LEVELS
 from autofe.modeling.predict import predict_pending, predict_values
 from autofe.modeling.registry import Registry
+from autofe.pipelines import triggers
 from autofe.pipelines.home import Home
 from autofe.pipelines.serve_errors import error_body
 from autofe.pipelines.serve_metrics import (
@@ -298,7 +298,7 @@ class Service:
         )
 
     def check_triggers(self) -> None:
-        """Evaluate the retraining triggers after an actual (the lead's ``after_actuals``).
+        """Evaluate the retraining triggers after an actual (:func:`triggers.after_actuals`).
 
         The actual is recorded by then, so nothing here may fail the request: an error is
         logged. One check at a time: while one runs, another request skips its own (the next
@@ -307,11 +307,7 @@ class Service:
         if not self._checking.acquire(blocking=False):
             return
         try:
-            triggers = importlib.import_module("autofe.pipelines.triggers")
             triggers.after_actuals(self.home.root)
-        except ModuleNotFoundError as exc:
-            if exc.name != "autofe.pipelines.triggers":
-                log.exception("the retraining triggers cannot be imported")
         except (AutofeError, OSError) as exc:
             log.warning("retraining triggers not checked: %s", first_line(exc))
         # The actual is appended and scored already: a bug in the check must not make the
@@ -323,10 +319,8 @@ class Service:
 
     def trigger_records(self) -> list[dict[str, Any]]:
         """``HOME/triggers.jsonl``'s records for the metrics (none before the first firing)."""
-        if not self.home.triggers.is_file():
-            return []
         try:
-            return read_triggers_tolerantly(self.home.triggers)
+            return triggers.read_triggers(self.home.triggers)
         except (AutofeError, OSError) as exc:
             log.warning("cannot read %s: %s", self.home.triggers, first_line(exc))
             return []
@@ -554,26 +548,6 @@ def interval_fields(remembered: Remembered | None) -> dict[str, float | None]:
         out[f"predicted_low_{label}"] = float(bounds[0]) if bounds else None
         out[f"predicted_high_{label}"] = float(bounds[1]) if bounds else None
     return out
-
-
-def read_triggers_tolerantly(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of ``path``, one a line; other lines (a torn last one) skipped.
-
-    Stands in for :func:`autofe.pipelines.triggers.read_triggers` until that exists.
-
-    Raises:
-        OSError: the file cannot be read.
-    """
-    records = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-    return records
 
 
 def _now() -> str:

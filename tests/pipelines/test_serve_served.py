@@ -8,12 +8,9 @@ manual baseline promoted as ``v0001``.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import sys
 import threading
-import types
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ from test_serve import latest, make_home, spec
 
 from autofe.errors import ConfigError
 from autofe.modeling.registry import Registry
+from autofe.pipelines import triggers
 from autofe.pipelines.serve import create_app
 from autofe.pipelines.serve_routes import service_of
 from autofe.pipelines.served_log import read_served_tail
@@ -188,10 +186,5 @@ def _firing(at_s: float, kind: str, tier: str, action: str) -> dict[str, Any]:
 
 
 def _install_triggers(monkeypatch: pytest.MonkeyPatch, after_actuals: Any) -> None:
-    """The service calls ``autofe.pipelines.triggers.after_actuals``: put ours in its place."""
-    try:
-        module = importlib.import_module("autofe.pipelines.triggers")
-    except ImportError:  # not written yet, or mid-edit
-        module = types.ModuleType("autofe.pipelines.triggers")
-        monkeypatch.setitem(sys.modules, "autofe.pipelines.triggers", module)
-    monkeypatch.setattr(module, "after_actuals", after_actuals, raising=False)
+    """Put ``after_actuals`` in the place of the check the service runs after each actual."""
+    monkeypatch.setattr(triggers, "after_actuals", after_actuals)
