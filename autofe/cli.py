@@ -812,7 +812,8 @@ def nightly(
     skipped, 75 another nightly run holds the lock (docs/nightly.md).
     """
     from autofe.errors import ConfigError
-    from autofe.pipelines.nightly import NightlySettings, nightly_history, parse_mode
+    from autofe.pipelines.nightly import NightlySettings, parse_mode
+    from autofe.pipelines.nightly_records import nightly_history
 
     if history:
         _print_history(nightly_history(home), as_json)

@@ -22,7 +22,6 @@ anywhere leaves the champion serving. Every night writes ``HOME/nightly/<stamp>/
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -31,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 from autofe.agents.llm import LLMSettings
 from autofe.agents.settings import LoopSettings
@@ -60,20 +59,18 @@ from autofe.pipelines.nightly_compare import (
 from autofe.pipelines.nightly_drift import RunInfo, drift_report
 from autofe.pipelines.nightly_handle import check_handle, running_job
 from autofe.pipelines.nightly_lock import hold_lock
+from autofe.pipelines.nightly_records import MODES, RECORD_FILE, Mode
 from autofe.pipelines.run import Progress, RunSettings, run
 from autofe.run_dir import RunDir
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.connect import open_warehouse, schema_fingerprint
 
-RECORD_FILE = "nightly.json"
 NIGHT_AGAIN = (
     "Nothing was promoted and the champion keeps serving: fix the endpoint, then run "
     "`autofe nightly` again, or use `--llm offline`"
 )
 RUN_DIR = "run"
 Notice = Callable[[str], None]
-Mode = Literal["incremental", "full"]
-MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 @dataclass(frozen=True)
@@ -618,22 +615,3 @@ def _register(
     version = registry.add(night.folder / RUN_DIR, metrics)
     registry.promote(version.name, decision.reason, details)
     night.record["version"] = version.name
-
-
-# --------------------------------------------------------------------------- history
-
-
-def nightly_history(home: Path) -> list[dict[str, Any]]:
-    """Every night's record under ``home``, oldest first; a folder without one (a process
-    killed outright) is listed as ``incomplete``."""
-    root = Home(home).nightly_runs
-    if not root.is_dir():
-        return []
-    records = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        path = folder / RECORD_FILE
-        try:
-            records.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            records.append({"stamp": folder.name, "status": "incomplete"})
-    return records

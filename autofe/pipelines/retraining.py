@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from autofe.json_file import write_json
 from autofe.pipelines.home import Home
+from autofe.pipelines.nightly_records import nightly_history
 from autofe.pipelines.retraining_estimate import RetrainKind, estimate_retraining
 from autofe.pipelines.triggers_signals import Kind, TriggerSettings
 from autofe.scheduler.catalog import Catalog, load_catalog
@@ -233,12 +234,8 @@ def _command(home: Home, mode: RetrainKind) -> str:
 
 def _last_workspace(home: Home) -> str | None:
     """The workspace the latest night ingested (the request reruns on it)."""
-    for folder in sorted(home.nightly_runs.glob("*/"), reverse=True):
-        try:
-            record = json.loads((folder / "nightly.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("workspace"):
+    for record in reversed(nightly_history(home.root)):
+        if record.get("workspace"):
             return str(record["workspace"])
     return None
 

@@ -5,7 +5,7 @@ a median and a 90 % interval, as :class:`autofe.scheduler.jobs.Estimate` has. au
 retraining runs are runs like any other, so the estimate comes from them: the total seconds
 of the past nights of the same kind (``incremental``: warm started from the champion's
 catalog; ``full``: cold) that finished (status ``done``), from
-:func:`autofe.pipelines.nightly.nightly_history`. Records written before nights had a mode
+:func:`autofe.pipelines.nightly_records.nightly_history`. Records written before nights had a mode
 count as ``incremental``, the only behaviour there was.
 
 With at least :data:`MIN_NIGHTS` such nights the median is theirs and the interval a
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from autofe.errors import ConfigError
-from autofe.pipelines.nightly import MODES, Mode, nightly_history
+from autofe.pipelines.nightly_records import MODES, Mode, nightly_history
 
 RetrainKind = Mode
 """``incremental`` or ``full``: the night's ``--mode`` (one definition, in the nightly)."""

@@ -26,6 +26,7 @@ from typing import Any
 from autofe.errors import AutofeError
 from autofe.modeling.importance import gain_shares
 from autofe.pipelines.nightly_drift import PSI_MODERATE, PSI_SHIFTED
+from autofe.pipelines.nightly_records import RECORD_FILE
 from autofe.pipelines.serve_service import Loaded, Service
 from autofe.pipelines.serve_ui_actuals import (
     COVERAGE_ALERT,
@@ -37,9 +38,6 @@ from autofe.pipelines.serve_ui_actuals import (
 from autofe.scheduler.budget_period import BudgetPeriod, budget_periods
 from autofe.scheduler.store import Snapshot
 
-NIGHTLY_RECORD = "nightly.json"
-"""``autofe.pipelines.nightly.RECORD_FILE`` (a test checks they agree); not imported, since
-that module pulls the whole agent loop into the server for one file name."""
 NIGHTS_SHOWN = 90
 """The latest nights read for the Model page: three months of nightly runs."""
 HISTORY_SHOWN = 200
@@ -228,7 +226,7 @@ def read_nights(root: Path, limit: int) -> tuple[list[tuple[str, dict[str, Any]]
     nights: list[tuple[str, dict[str, Any]]] = []
     notes: list[str] = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir())[-limit:]:
-        if not (folder / NIGHTLY_RECORD).is_file():
+        if not (folder / RECORD_FILE).is_file():
             nights.append((folder.name, {"status": "incomplete"}))
             continue
         night, note = read_night(folder)
@@ -239,15 +237,15 @@ def read_nights(root: Path, limit: int) -> tuple[list[tuple[str, dict[str, Any]]
 
 def read_night(folder: Path) -> tuple[tuple[str, dict[str, Any]] | None, str | None]:
     """A night folder's record, or None and why not (None, None: it has no record)."""
-    path = folder / NIGHTLY_RECORD
+    path = folder / RECORD_FILE
     if not path.is_file():
         return None, None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        return None, f"nightly/{folder.name}/{NIGHTLY_RECORD} skipped: unreadable ({exc})"
+        return None, f"nightly/{folder.name}/{RECORD_FILE} skipped: unreadable ({exc})"
     if not isinstance(record, dict):
-        return None, f"nightly/{folder.name}/{NIGHTLY_RECORD} skipped: not a JSON object"
+        return None, f"nightly/{folder.name}/{RECORD_FILE} skipped: not a JSON object"
     return (folder.name, record), None
 
 

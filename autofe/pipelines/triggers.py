@@ -24,6 +24,7 @@ from typing import Any
 from autofe.errors import ConfigError
 from autofe.modeling.registry import Version
 from autofe.pipelines.home import Home
+from autofe.pipelines.nightly_records import latest_done
 from autofe.pipelines.retraining import held_request, request_retraining, retry_held
 from autofe.pipelines.retraining_estimate import RetrainKind
 from autofe.pipelines.serve_ui_actuals import last_lines, parse_actual
@@ -136,7 +137,7 @@ def check_triggers(
     name = version.name if version else None
     signals: list[Signal] = []
     if version is not None:
-        night = _latest_night(home)
+        night = latest_done(home.root)
         if night and night.get("decision") == "kept" and night.get("version") == name:
             signals += drift(night.get("drift"), settings) + _schema(night)
         signals += _degradation(home, version, settings)
@@ -217,17 +218,6 @@ def holdout_mape(version: Version) -> float | None:
     for block in (version.metrics.get("window"), version.metrics.get("holdout"), version.metrics):
         if isinstance(block, dict) and isinstance(block.get("mape"), int | float):
             return float(block["mape"])
-    return None
-
-
-def _latest_night(home: Home) -> dict[str, Any] | None:
-    for folder in sorted(home.nightly_runs.glob("*/"), reverse=True):
-        try:
-            record = json.loads((folder / "nightly.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("status") == "done":
-            return record
     return None
 
 

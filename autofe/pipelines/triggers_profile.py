@@ -21,7 +21,6 @@ from autofe.json_file import write_json
 from autofe.modeling.importance import gain_shares
 from autofe.modeling.registry import Version
 from autofe.pipelines.home import Home
-from autofe.pipelines.nightly import feature_values, read_labelled
 from autofe.warehouse.connect import schema_fingerprint
 
 MAX_VALUES = 2000
@@ -55,6 +54,8 @@ def training_profile(home: Home, version: Version, compute: bool) -> Profile | N
 
 
 def _compute(home: Home, version: Version) -> Profile:
+    from autofe.pipelines.nightly import feature_values, read_labelled  # the loop's imports
+
     db = home.warehouse
     artifact = home.registry.load(version.name, schema_fingerprint())
     through = version.metrics.get("trained_through")

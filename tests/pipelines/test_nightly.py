@@ -37,9 +37,9 @@ from autofe.pipelines.nightly import (
     NightlySettings,
     feature_values,
     nightly,
-    nightly_history,
     read_labelled,
 )
+from autofe.pipelines.nightly_records import nightly_history
 from autofe.pipelines.retraining_estimate import estimate_retraining, prior_estimate
 from autofe.run_dir import RunDir
 from autofe.scheduler.store import JobStore

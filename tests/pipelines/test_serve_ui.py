@@ -21,9 +21,9 @@ from test_serve import make_home
 
 from autofe.modeling.artifact import Artifact, load_model
 from autofe.modeling.registry import Registry
-from autofe.pipelines import nightly, serve_ui_data
 from autofe.pipelines.nightly import feature_values, read_labelled
 from autofe.pipelines.nightly_drift import drift_report
+from autofe.pipelines.nightly_records import RECORD_FILE
 from autofe.pipelines.serve import create_app
 from autofe.warehouse.connect import schema_fingerprint
 
@@ -153,7 +153,7 @@ def submit(client: TestClient, job_id: str = "etl-1") -> str:
 def write_night(home: Path, record: dict[str, Any]) -> None:
     folder = home / "nightly" / record["stamp"]
     folder.mkdir(parents=True)
-    (folder / serve_ui_data.NIGHTLY_RECORD).write_text(json.dumps(record, default=str))
+    (folder / RECORD_FILE).write_text(json.dumps(record, default=str))
 
 
 # ------------------------------------------------------------------------------ the pages
@@ -318,7 +318,7 @@ def test_a_corrupt_actuals_line_or_nightly_record_is_a_note_not_an_error(
     write_night(home, night)
     broken = home / "nightly" / "20250102T020000Z"
     broken.mkdir()
-    (broken / serve_ui_data.NIGHTLY_RECORD).write_text('{"stamp": ')
+    (broken / RECORD_FILE).write_text('{"stamp": ')
     (home / "nightly" / "20250103T020000Z").mkdir()  # a night killed outright
     predictions = client.get("/ui/predictions")
     assert predictions.status_code == 200
@@ -338,7 +338,3 @@ def test_a_store_that_does_not_open_is_a_note(client: TestClient, home: Path) ->
     response = client.get("/ui/scheduler")
     assert response.status_code == 200
     assert "the scheduler store could not be read" in response.text
-
-
-def test_the_nightly_record_name_is_the_nightly_jobs() -> None:
-    assert serve_ui_data.NIGHTLY_RECORD == nightly.RECORD_FILE
