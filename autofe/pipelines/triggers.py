@@ -1,8 +1,8 @@
 """Retraining triggers: when the served model's signals say so, ask the scheduler to retrain.
 
-Checked after every batch of actuals (``autofe serve``, :func:`after_actuals`: degradation,
-and skew once the served model's training profile is on disk), after every night
-(:func:`after_night`: all three, the drift from the night's own report) and on demand
+Checked after every batch of actuals (``autofe serve``, :func:`after_actuals`: degradation),
+after every night (:func:`after_night`: all three, the drift from the night's own report,
+skew on the served runs the night ingested) and on demand
 (``autofe triggers check``, :func:`check_triggers`). A condition fires once per subject and
 served model version (a model that keeps degrading is not re-reported on every actual), is
 appended with its evidence to ``HOME/triggers.jsonl`` and becomes a retraining request
@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from autofe.errors import ConfigError
+from autofe.errors import AutofeError, ConfigError
 from autofe.modeling.registry import Version
 from autofe.pipelines.home import Home
 from autofe.pipelines.nightly_records import latest_done
@@ -29,7 +29,6 @@ from autofe.pipelines.retraining import held_request, request_retraining, retry_
 from autofe.pipelines.retraining_estimate import RetrainKind
 from autofe.pipelines.serve_ui_actuals import last_lines, parse_actual
 from autofe.pipelines.served_log import read_served_tail
-from autofe.pipelines.triggers_profile import training_profile
 from autofe.pipelines.triggers_signals import (
     Signal,
     TriggerSettings,
@@ -37,6 +36,7 @@ from autofe.pipelines.triggers_signals import (
     drift,
     skew,
 )
+from autofe.pipelines.triggers_skew import paired_values
 from autofe.scheduler.catalog import Catalog
 
 SETTINGS_FILE = "triggers.json"
@@ -89,14 +89,13 @@ def read_triggers(path: Path) -> list[dict[str, Any]]:
 
 
 def after_actuals(home_root: Path, now: float | None = None) -> list[dict[str, Any]]:
-    """Degradation (and skew, when the profile is cached) after a batch of actuals."""
+    """Degradation after a batch of actuals (skew needs the served runs ingested: nights)."""
     home = Home(home_root)
     version = home.registry.active()
     if version is None:
         return []
     settings = load_settings(home)
     signals = _degradation(home, version, settings)
-    signals += _skew(home, version, settings, compute=False)
     return fire(home, signals, "actuals", version.name, settings, now)
 
 
@@ -113,7 +112,7 @@ def after_night(
     signals = drift(record.get("drift"), settings) if kept else []
     signals += _schema(record) if kept else []
     signals += _degradation(home, version, settings)
-    signals += _skew(home, version, settings, compute=True)
+    signals += _skew(home, version, settings)
     return fire(home, signals, "nightly", version.name, settings, now)
 
 
@@ -141,7 +140,7 @@ def check_triggers(
         if night and night.get("decision") == "kept" and night.get("version") == name:
             signals += drift(night.get("drift"), settings) + _schema(night)
         signals += _degradation(home, version, settings)
-        signals += _skew(home, version, settings, compute=True)
+        signals += _skew(home, version, settings)
     if scheduled:
         day = datetime.fromtimestamp(_now(now), UTC).date().isoformat()
         reason = f"the scheduled nightly retraining of {day}"
@@ -190,16 +189,17 @@ def _degradation(home: Home, version: Version, settings: TriggerSettings) -> lis
     return degradation(actuals, version.name, holdout_mape(version), settings)
 
 
-def _skew(home: Home, version: Version, settings: TriggerSettings, compute: bool) -> list[Signal]:
+def _skew(home: Home, version: Version, settings: TriggerSettings) -> list[Signal]:
     if not home.served.is_file():
         return []
-    profile = training_profile(home, version, compute)
-    if profile is None:
-        return []
     tail = read_served_tail(home.served, settings.served_window)
-    mine = [r for r in tail.records if r.model_version == version.name]
-    served = {name: [r.features.get(name) for r in mine] for name in profile.values}
-    return skew(profile.values, served, profile.gain, settings)
+    try:
+        paired = paired_values(home, version, tail.records)
+    except AutofeError:
+        return []  # the version does not load on today's warehouse: the schema signal says so
+    if paired is None:
+        return []
+    return skew(paired.training, paired.served, paired.gain, settings)
 
 
 def _schema(record: Mapping[str, Any]) -> list[Signal]:

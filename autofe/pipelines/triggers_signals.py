@@ -8,9 +8,11 @@
   traffic moves a 50-run window by a few points only, long after its users noticed.
 - **Drift** (the nightly report's per-job error drift): a job whose error on the runs since
   the champion's training rose by ``drift_change`` on at least ``drift_runs`` runs.
-- **Skew** (training–serving skew): the PSI between the features of served requests and of
-  the training runs; fires when the shifted features carry ``skew_share`` of the model's gain
-  (importance-weighted, so a shifted feature the model hardly uses does not retrain it).
+- **Skew** (training–serving skew): the PSI between the features runs were served with and
+  the features training computes for the same runs once they are ingested
+  (:mod:`autofe.pipelines.triggers_skew` says why the same runs); fires when the shifted
+  features carry ``skew_share`` of the model's gain (importance-weighted, so a shifted
+  feature the model hardly uses does not retrain it).
 
 Each returns :class:`Signal` objects: the evidence, and whether it is severe enough to
 regenerate from scratch rather than warm-start.
@@ -60,8 +62,8 @@ class TriggerSettings:
     """Fire when shifted features carry this share of the model's split gain."""
     served_window: int = 500
     min_served: int = 200
-    """Served requests compared: with 10 quantile bins PSI's small-sample bias is about
-    9 / n, 0.045 at 200, well below the 0.25 threshold."""
+    """Served runs compared (the latest ``served_window`` requests, those now ingested): with
+    10 quantile bins PSI's small-sample bias is about 9 / n, 0.045 at 200, well below 0.25."""
     severe_factor: float = 2.0
     """Degradation with the rolling MAPE above this multiple of the holdout's (or coverage
     below 50 %), or skew on half the gain, regenerates from scratch."""
@@ -212,7 +214,8 @@ def skew(
     gain: Mapping[str, float],
     settings: TriggerSettings,
 ) -> list[Signal]:
-    """Training–serving skew: features of served requests against the training runs'."""
+    """Training–serving skew: the same runs' features as training computes them and as they
+    were served (each name's two lists in one run order)."""
     n = min((len(v) for v in served.values()), default=0)
     if n < settings.min_served:
         return []
@@ -225,7 +228,7 @@ def skew(
     named = ", ".join(f"{k} (PSI {shifted[k]:.2f})" for k in top)
     reason = (
         f"{len(shifted)} features carrying {share:.0%} of the model's gain shifted between "
-        f"training and the last {n} served requests: {named}"
+        f"training and serving on the last {n} served runs: {named}"
     )
     evidence = {
         "served": n,

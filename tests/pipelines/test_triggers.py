@@ -4,7 +4,6 @@ and version, the skew profile on the example's real feature values, the CLI."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,9 @@ from typer.testing import CliRunner
 from autofe.cli import app
 from autofe.console import EXIT_USER_ERROR
 from autofe.errors import ConfigError
+from autofe.modeling.importance import gain_shares
 from autofe.pipelines.home import Home
+from autofe.pipelines.nightly import feature_values, read_labelled
 from autofe.pipelines.served_log import Served, ServedLog
 from autofe.pipelines.triggers import (
     after_actuals,
@@ -23,9 +24,9 @@ from autofe.pipelines.triggers import (
     load_settings,
     read_triggers,
 )
-from autofe.pipelines.triggers_profile import training_profile
 from autofe.pipelines.triggers_signals import Signal, TriggerSettings
 from autofe.scheduler.store import JobStore
+from autofe.warehouse.connect import schema_fingerprint
 
 NOW = 1_800_000_000.0
 runner = CliRunner()
@@ -102,32 +103,31 @@ def test_scheduled_and_held_requests_through_the_check(home: Home) -> None:
     assert "retried the retraining held since" in retried["reason"]
 
 
-def test_the_skew_profile_is_the_models_training_values(home: Home) -> None:
+def test_skew_compares_the_same_runs_served_and_ingested(home: Home) -> None:
+    """Served as the warehouse computes them: no skew. The model's most important feature
+    served in milliseconds instead of seconds (a caller's unit slip): skew, P1."""
     version = home.registry.active()
     assert version is not None
-    assert training_profile(home, version, compute=False) is None  # not cached yet
-    profile = training_profile(home, version, compute=True)
-    assert profile is not None
-    assert training_profile(home, version, compute=False) == profile  # cached on disk
-    assert abs(sum(profile.gain.values()) - 1.0) < 1e-4
-    top = max(profile.gain, key=lambda k: profile.gain[k])
-    numbers = [v for v in profile.values[top] if isinstance(v, int | float)]
-    assert len(numbers) > 300
-
-    rng = random.Random(0)
+    artifact = home.registry.load(version.name, schema_fingerprint())
+    values = feature_values(home.warehouse, artifact.specs)
+    names = artifact.model.features
+    top = max(gain_shares(artifact.model).items(), key=lambda kv: kv[1])[0]
+    runs = [r[0] for r in read_labelled(home.warehouse)][-250:]
     log = ServedLog(home.served)
-    for i in range(250):
-        features = {name: rng.choice(values) for name, values in profile.values.items()}
-        log.append(Served(NOW + i, version.name, f"q{i}", "j", features))
-    assert check_triggers(home.root, NOW + 300) == []  # served as trained: no skew
-    spread = max(numbers) - min(numbers) + 1.0
-    for i in range(250, 500):
-        features = {name: rng.choice(values) for name, values in profile.values.items()}
-        features[top] = max(numbers) + spread * (1 + rng.random())
-        log.append(Served(NOW + i, version.name, f"q{i}", "j", features))
-    (fired,) = check_triggers(home.root, NOW + 600)
-    assert (fired["kind"], fired["tier"]) == ("skew", "P1")
-    assert top in fired["evidence"]["shifted"]
+    for i, run in enumerate(runs):
+        features = {name: values[name].get(run) for name in names}
+        log.append(Served(NOW + i, version.name, run, "j", features))
+    assert check_triggers(home.root, NOW + 300) == []
+    for i, run in enumerate(runs):
+        features = {name: values[name].get(run) for name in names}
+        value = features[top]
+        if isinstance(value, int | float):
+            features[top] = value * 1000.0
+        log.append(Served(NOW + 400 + i, version.name, run, "j", features))
+    (fired,) = check_triggers(home.root, NOW + 700)
+    assert (fired["kind"], fired["tier"], fired["subject"]) == ("skew", "P1", "features")
+    assert top in fired["evidence"]["shifted"] and fired["evidence"]["served"] == 250
+    assert after_actuals(home.root, NOW + 800) == []  # skew is not checked per actual
 
 
 def test_the_cli_checks_and_lists(home: Home, tmp_path: Path) -> None:
