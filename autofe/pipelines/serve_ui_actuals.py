@@ -20,17 +20,9 @@ from typing import Any
 
 CHART_POINTS = 2000
 """The latest actuals drawn: more points than this overlap on a 900-pixel-wide chart."""
-ROLLING_RUNS = 100
-"""Window of the rolling MAPE and coverage, in matched actuals. No nightly or metrics setting
-defines one. At 80 % nominal coverage the standard error of a 100-run share is 4 points, so
-the coverage alert below sits 2.5 standard errors down: a real drop, not noise."""
-COVERAGE_ALERT = 0.70
-"""Alert when the rolling share of actuals inside their 80 % interval falls below this."""
-MAPE_ALERT_RISE = 0.5
-"""Alert when the rolling MAPE exceeds the served model's holdout MAPE by half of it again
-(1.5 x). The holdout MAPE is what the model was promoted on; the nightly job needs a 2 %
-improvement to promote, far below what a 100-run window can resolve, so the alert is set
-where the served error is clearly worse than promised rather than merely noisy."""
+ROLLING_RUNS = 50
+"""Default window of the rolling MAPE and coverage, in matched actuals: the degradation
+trigger's (``TriggerSettings.window``, which the dashboard passes)."""
 _BLOCK = 1 << 16
 
 

@@ -28,13 +28,9 @@ from autofe.modeling.importance import gain_shares
 from autofe.pipelines.nightly_drift import PSI_MODERATE, PSI_SHIFTED
 from autofe.pipelines.nightly_records import RECORD_FILE
 from autofe.pipelines.serve_service import Loaded, Service
-from autofe.pipelines.serve_ui_actuals import (
-    COVERAGE_ALERT,
-    MAPE_ALERT_RISE,
-    ROLLING_RUNS,
-    ActualsTail,
-    read_actuals_tail,
-)
+from autofe.pipelines.serve_ui_actuals import ActualsTail, read_actuals_tail
+from autofe.pipelines.triggers import load_settings
+from autofe.pipelines.triggers_signals import NOMINAL_80, TriggerSettings, job_drifted
 from autofe.scheduler.budget_period import BudgetPeriod, budget_periods
 from autofe.scheduler.store import Snapshot
 
@@ -43,12 +39,6 @@ NIGHTS_SHOWN = 90
 HISTORY_SHOWN = 200
 JOBS_SHOWN = 200
 EVENTS_SHOWN = 200
-JOB_DRIFT_ALERT = 0.10
-"""A job's MAPE on new runs this much (10 points) above its training-era holdout MAPE is
-flagged. The nightly drift report states the change but sets no level; 10 points is above
-the night-to-night movement of a job's error on the example workspace's window."""
-JOB_DRIFT_MIN_RUNS = 5
-"""Fewer new runs than this are not flagged: one slow run moves a job's MAPE by any amount."""
 HEADLINE = ("mape", "median_ape", "r2", "within_20", "coverage_80")
 
 
@@ -124,6 +114,8 @@ class PredictionsData:
     window: int
     drift: Drift | None
     notes: tuple[str, ...]
+    settings: TriggerSettings
+    """The retraining triggers' thresholds: the alert lines are where they fire."""
 
 
 @dataclass(frozen=True)
@@ -274,28 +266,35 @@ def night_row(stamp: str, record: Mapping[str, Any]) -> NightRow:
 
 
 def predictions_data(service: Service) -> PredictionsData:
-    """The latest actuals with their rolling scores and alert levels, and the latest drift."""
-    tail = read_actuals_tail(service.home.actuals)
+    """The latest actuals with their rolling scores and alert levels (the retraining
+    triggers', ``HOME/triggers.json``), and the latest drift."""
     notes = []
+    try:
+        settings = load_settings(service.home)
+    except AutofeError as exc:
+        notes.append(f"trigger settings not read, defaults shown: {exc}")
+        settings = TriggerSettings()
+    tail = read_actuals_tail(service.home.actuals, window=settings.window)
     if tail.skipped:
         notes.append(
             f"{tail.skipped} unreadable line(s) of actuals.jsonl skipped (among the last read)"
         )
     holdout = _holdout(service.live.current())
     mape = holdout.get("mape") if holdout else None
-    drift, drift_notes = latest_drift(service.home.nightly_runs)
+    drift, drift_notes = latest_drift(service.home.nightly_runs, settings)
     return PredictionsData(
         tail=tail,
         holdout_mape=mape,
-        mape_alert=None if mape is None else mape * (1.0 + MAPE_ALERT_RISE),
-        coverage_alert=COVERAGE_ALERT,
-        window=ROLLING_RUNS,
+        mape_alert=None if mape is None else mape * (1.0 + settings.mape_rise),
+        coverage_alert=NOMINAL_80 - settings.coverage_drop,
+        window=settings.window,
         drift=drift,
         notes=(*notes, *drift_notes),
+        settings=settings,
     )
 
 
-def latest_drift(root: Path) -> tuple[Drift | None, list[str]]:
+def latest_drift(root: Path, settings: TriggerSettings) -> tuple[Drift | None, list[str]]:
     """The drift section of the newest of the latest nights that has one (newest first)."""
     if not root.is_dir():
         return None, []
@@ -307,19 +306,19 @@ def latest_drift(root: Path) -> tuple[Drift | None, list[str]]:
         if night is None or not isinstance(night[1].get("drift"), Mapping):
             continue
         try:
-            return drift_of(night[0], night[1]["drift"]), notes
+            return drift_of(night[0], night[1]["drift"], settings), notes
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             notes.append(f"nightly/{night[0]}: drift section skipped: malformed ({exc!r})")
     return None, notes
 
 
-def drift_of(stamp: str, drift: Mapping[str, Any]) -> Drift:
-    """A night's drift section, each job flagged against :data:`JOB_DRIFT_ALERT`.
+def drift_of(stamp: str, drift: Mapping[str, Any], settings: TriggerSettings) -> Drift:
+    """A night's drift section, each job flagged where the drift trigger fires.
 
     Raises:
         KeyError, TypeError, ValueError: the section is not shaped as the nightly job writes it.
     """
-    jobs = tuple({**row, "alert": job_alert(row)} for row in drift.get("jobs") or ())
+    jobs = tuple({**row, "alert": job_alert(row, settings)} for row in drift.get("jobs") or ())
     actuals = drift.get("actuals")
     return Drift(
         stamp=stamp,
@@ -332,14 +331,14 @@ def drift_of(stamp: str, drift: Mapping[str, Any]) -> Drift:
     )
 
 
-def job_alert(row: Mapping[str, Any]) -> bool:
+def job_alert(row: Mapping[str, Any], settings: TriggerSettings) -> bool:
     """
-    >>> job_alert({"change": 0.25, "new_runs": 9}), job_alert({"change": 0.25, "new_runs": 2})
+    >>> s = TriggerSettings()
+    >>> job_alert({"change": 0.25, "new_runs": 9}, s), job_alert({"change": 0.25, "new_runs": 2}, s)
     (True, False)
     """
     change = _number(row.get("change"))
-    runs = _int(row.get("new_runs")) or 0
-    return change is not None and change > JOB_DRIFT_ALERT and runs >= JOB_DRIFT_MIN_RUNS
+    return job_drifted(change, _int(row.get("new_runs")) or 0, settings)
 
 
 PSI_LEVELS = (PSI_MODERATE, PSI_SHIFTED)

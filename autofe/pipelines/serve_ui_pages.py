@@ -16,8 +16,6 @@ from typing import Any
 
 from autofe import __version__
 from autofe.pipelines.serve_ui_data import (
-    JOB_DRIFT_ALERT,
-    JOB_DRIFT_MIN_RUNS,
     PSI_LEVELS,
     ModelData,
     PredictionsData,
@@ -368,8 +366,9 @@ def _latest_actuals(data: PredictionsData) -> str:
 def _drift_jobs(data: PredictionsData) -> str:
     drift = data.drift
     caption = (
-        f"Flagged: new-run MAPE more than {JOB_DRIFT_ALERT * 100:.0f} points above the "
-        f"training-era holdout MAPE, on at least {JOB_DRIFT_MIN_RUNS} new runs."
+        f"Flagged (the drift trigger): new-run MAPE at least "
+        f"{data.settings.drift_change * 100:.0f} points above the training-era holdout MAPE, "
+        f"on at least {data.settings.drift_runs} new runs."
     )
     if drift is not None:
         caption = (

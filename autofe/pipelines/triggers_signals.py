@@ -196,7 +196,7 @@ def drift(report: Mapping[str, Any] | None, settings: TriggerSettings) -> list[S
     found = []
     for job in report.get("jobs") or []:
         change, runs = job.get("change"), job.get("new_runs") or 0
-        if change is None or runs < settings.drift_runs or change < settings.drift_change:
+        if not job_drifted(change, runs, settings):
             continue
         name = job.get("job_name") or job.get("job_id")
         reason = (
@@ -206,6 +206,12 @@ def drift(report: Mapping[str, Any] | None, settings: TriggerSettings) -> list[S
         )
         found.append(Signal("drift", f"job:{job.get('job_id')}", False, reason, dict(job)))
     return found
+
+
+def job_drifted(change: float | None, runs: int, settings: TriggerSettings) -> bool:
+    """A job's MAPE rose by ``drift_change`` or more on at least ``drift_runs`` new runs (the
+    drift trigger, and the dashboard's flag)."""
+    return change is not None and runs >= settings.drift_runs and change >= settings.drift_change
 
 
 def skew(
