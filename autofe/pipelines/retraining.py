@@ -255,7 +255,19 @@ def _open(store: JobStore, handle: str | None, now: float | None) -> JobRecord |
 
 
 def _plan_of(record: JobRecord) -> dict[str, Any]:
-    return {"line": record.plan_line(), "market": record.plan.placement.market}
+    """The plan as a firing records it: where, at what expected cost and risk."""
+    plan = record.plan
+    return {
+        "line": record.plan_line(),
+        "shape": plan.placement.shape.key,
+        "cloud": plan.placement.cloud,
+        "region": plan.placement.region,
+        "market": plan.placement.market,
+        "expected_cost_usd": round(plan.expected_cost_usd, 6),
+        "p50_s": round(plan.p50_s, 3),
+        "high_s": round(plan.high_s, 3),
+        "p_deadline": plan.p_deadline,
+    }
 
 
 def _read_state(home: Home) -> dict[str, Any]:
