@@ -8,7 +8,7 @@ BIN = $(VENV)/bin
 DEMO_DIR ?= demo
 CHROMIUM ?= $(shell command -v chromium || echo /usr/bin/chromium)
 
-.PHONY: demo test test-slow test-lab test-spark test-airflow test-llm test-ui chromium lint \
+.PHONY: demo test test-slow test-lab test-spark test-triggers test-airflow test-llm test-ui chromium lint \
 	bench clean
 
 $(BIN)/.installed: pyproject.toml
@@ -44,7 +44,12 @@ test-lab: $(BIN)/.installed
 test-spark: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_spark.py tests/pipelines/test_spark_standalone.py tests/pipelines/test_spark_driver_lost.py
 
-# the Airflow examples (the nightly DAG, the scheduler operator against a stub API), in their own
+# the retraining triggers end to end: the example workspace replayed through the API, with and
+# without a job slowed 3x (two nights, about five minutes on two cores): CI runs it
+test-triggers: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_triggers_replay.py
+
+# the Airflow examples (the nightly and retraining DAGs, the scheduler operator against a stub API), in their own
 # venv without autofe (Airflow would downgrade fastapi in $(VENV)); --noconftest:
 # tests/conftest.py imports autofe, -c /dev/null: no autofe pytest config
 AIRFLOW_VENV ?= .venv-airflow
