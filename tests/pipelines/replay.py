@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -156,3 +157,25 @@ def version_errors(
         seconds = run["execution_duration"] * factor_of(runs, i, shift) / 1000.0
         errors.append(abs(p50 - seconds) / seconds)
     return errors
+
+
+def baseline_errors(
+    runs: Sequence[Path], indices: Sequence[int], shift: Shift | None
+) -> dict[str, list[float]]:
+    """The simple baselines' errors on the runs at ``indices``: the median of the job's
+    earlier runs that finished before it started, all of them and the last five (the
+    lookup tables a model must beat, with the shift's durations as they were observed)."""
+    data = [json.loads(run.read_text()) for run in runs]
+    found: dict[str, list[float]] = {"job median": [], "job last-5 median": []}
+    for i in indices:
+        seconds = data[i]["execution_duration"] * factor_of(runs, i, shift) / 1000.0
+        earlier = [
+            data[k]["execution_duration"] * factor_of(runs, k, shift) / 1000.0
+            for k in range(i)
+            if data[k]["job_id"] == data[i]["job_id"]
+            and data[k]["state"].get("result_state") == "SUCCESS"
+            and data[k]["end_time"] <= data[i]["start_time"]
+        ]
+        for name, history in (("job median", earlier), ("job last-5 median", earlier[-5:])):
+            found[name].append(abs(statistics.median(history) - seconds) / seconds)
+    return found

@@ -237,6 +237,7 @@ def report_numbers(
             champion, fresh_old, runs, later, shift
         ),
         "challenger": replay.version_errors(challenger, fresh_new, runs, later, shift),
+        **replay.baseline_errors(runs, later, shift),
     }
     for name, errors in scores.items():
         print(f"{name}: MAPE {mean(errors):.3f} on {len(errors)} shifted runs")
