@@ -61,6 +61,17 @@ class Outcome:
     plan: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class _Context:
+    """Where and when a request is made: the home, its store, the settings and catalog."""
+
+    home: Home
+    store: JobStore
+    settings: TriggerSettings
+    now: float
+    catalog: Catalog
+
+
 def request_retraining(
     home: Home,
     kind: Kind,
@@ -70,18 +81,17 @@ def request_retraining(
     catalog: Catalog | None = None,
 ) -> Outcome:
     """Submit, raise, attach to or hold the home's retraining for one firing of ``kind``."""
-    offers = catalog or load_catalog()
-    store = JobStore.in_home(home.root)
+    ctx = _Context(home, JobStore.in_home(home.root), settings, now, catalog or load_catalog())
     state = _read_state(home)
     tier = TIER_OF[kind]
-    open_job = _open(store, state.get("handle"), now)
+    open_job = _open(ctx.store, state.get("handle"), now)
     if open_job is not None:
-        return _raise_or_attach(home, store, open_job, tier, mode, settings, now, offers)
+        return _raise_or_attach(ctx, open_job, tier, mode)
     held = state.get("held") or {}
     if held:  # a held request and a new firing: the more urgent of the two goes forward
         tier = _urgent(tier, held.get("tier", tier))
         mode = "full" if "full" in (mode, held.get("mode")) else mode
-    return _submit_or_hold(home, store, kind, tier, mode, settings, now, offers)
+    return _submit_or_hold(ctx, kind, tier, mode)
 
 
 def retry_held(
@@ -91,11 +101,8 @@ def retry_held(
     held = _read_state(home).get("held")
     if not held:
         return None
-    store = JobStore.in_home(home.root)
-    offers = catalog or load_catalog()
-    return _submit_or_hold(
-        home, store, held["kind"], held["tier"], held["mode"], settings, now, offers
-    )
+    ctx = _Context(home, JobStore.in_home(home.root), settings, now, catalog or load_catalog())
+    return _submit_or_hold(ctx, held["kind"], held["tier"], held["mode"])
 
 
 def open_request(home: Home, now: float | None = None) -> JobRecord | None:
@@ -111,16 +118,7 @@ def held_request(home: Home) -> dict[str, Any] | None:
     return dict(held) if held else None
 
 
-def _raise_or_attach(
-    home: Home,
-    store: JobStore,
-    job: JobRecord,
-    tier: Tier,
-    mode: RetrainKind,
-    settings: TriggerSettings,
-    now: float,
-    catalog: Catalog,
-) -> Outcome:
+def _raise_or_attach(ctx: _Context, job: JobRecord, tier: Tier, mode: RetrainKind) -> Outcome:
     current: Tier = job.tier  # type: ignore[assignment]  # stored tiers are checked on submit
     mode_now: RetrainKind = job.request.get("labels", {}).get("mode", "incremental")
     wanted_tier, wanted_mode = (
@@ -130,29 +128,23 @@ def _raise_or_attach(
     if job.state != "queued" or (wanted_tier, wanted_mode) == (current, mode_now):
         why = f"retraining {job.handle} is already {job.state} ({current}, {mode_now})"
         return Outcome("attached", job.handle, current, mode_now, why)
-    item = _item(home, wanted_tier, wanted_mode, "raised", settings, now)
-    plan = plan_job(parse_jobs({"jobs": [item]}, catalog, now).jobs[0], catalog, now)
+    item = _item(ctx, wanted_tier, wanted_mode, "raised")
+    plan = plan_job(
+        parse_jobs({"jobs": [item]}, ctx.catalog, ctx.now).jobs[0], ctx.catalog, ctx.now
+    )
     why = f"raised from {current} ({mode_now}) to {wanted_tier} ({wanted_mode})"
-    record = store.retier(job.handle, item, plan, now, reason=why)
+    record = ctx.store.retier(job.handle, item, plan, ctx.now, reason=why)
     return Outcome("retiered", job.handle, wanted_tier, wanted_mode, why, _plan_of(record))
 
 
-def _submit_or_hold(
-    home: Home,
-    store: JobStore,
-    kind: Kind,
-    tier: Tier,
-    mode: RetrainKind,
-    settings: TriggerSettings,
-    now: float,
-    catalog: Catalog,
-) -> Outcome:
-    item = _item(home, tier, mode, kind, settings, now)
+def _submit_or_hold(ctx: _Context, kind: Kind, tier: Tier, mode: RetrainKind) -> Outcome:
+    home, settings, now = ctx.home, ctx.settings, ctx.now
+    item = _item(ctx, tier, mode, kind)
     document = _document(item, settings)
-    jobs = parse_jobs(document, catalog, now)
-    plan = plan_job(jobs.jobs[0], catalog, now)
+    jobs = parse_jobs(document, ctx.catalog, now)
+    plan = plan_job(jobs.jobs[0], ctx.catalog, now)
     worst = plan.hourly_usd * plan.high_s / 3600.0
-    left = _left(store, jobs.budgets, settings.account, now)
+    left = _left(ctx.store, jobs.budgets, settings.account, now)
     if tier in HELD_TIERS and left is not None and worst > left:
         why = (
             f"held: budget {settings.account!r} has ${max(left, 0.0):.2f} left this period and "
@@ -162,7 +154,7 @@ def _submit_or_hold(
         held = {"kind": kind, "tier": tier, "mode": mode, "reason": why, "since": since}
         _write_state(home, {"handle": None, "held": held})
         return Outcome("held", None, tier, mode, why)
-    (record,) = submit_document(store, document, catalog, now)
+    (record,) = submit_document(ctx.store, document, ctx.catalog, now)
     _write_state(home, {"handle": record.handle, "held": None})
     over = "" if left is None or worst <= left else f" (over budget: ${left:.2f} left)"
     why = f"{tier} {mode} retraining {record.plan_line()}{over}"
@@ -178,10 +170,9 @@ def _left(store: JobStore, budgets: Sequence[Budget], account: str, now: float) 
     return store.summary(now).budget_remaining.get(account)
 
 
-def _item(
-    home: Home, tier: Tier, mode: RetrainKind, why: str, settings: TriggerSettings, now: float
-) -> dict[str, Any]:
+def _item(ctx: _Context, tier: Tier, mode: RetrainKind, why: str) -> dict[str, Any]:
     """The retraining as a job object of the jobs format (docs/scheduler.md)."""
+    home, settings, now = ctx.home, ctx.settings, ctx.now
     estimate = estimate_retraining(home.root, mode, settings.budget_seconds)
     deadline = now + max(settings.deadline_s[tier], 2.0 * estimate.high_s + 600.0)
     item: dict[str, Any] = {

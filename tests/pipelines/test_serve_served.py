@@ -16,27 +16,16 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from test_serve import latest, make_home, spec
+from test_serve import client, home, latest, spec
 
 from autofe.errors import ConfigError
 from autofe.modeling.registry import Registry
 from autofe.pipelines import triggers
-from autofe.pipelines.serve import create_app
 from autofe.pipelines.serve_routes import service_of
 from autofe.pipelines.served_log import read_served_tail
 from autofe.warehouse.connect import schema_fingerprint
 
-__all__ = ["latest", "spec"]  # test_serve's fixtures, used here by name
-
-
-@pytest.fixture
-def home(tmp_path: Path, example_warehouse: Path, manual_model: Path) -> Path:
-    return make_home(tmp_path / "home", example_warehouse, manual_model)
-
-
-@pytest.fixture
-def client(home: Path) -> TestClient:
-    return TestClient(create_app(home, token="", poll_s=0))
+__all__ = ["client", "home", "latest", "spec"]  # test_serve's fixtures, used here by name
 
 
 def model_features(home: Path) -> list[str]:
