@@ -164,18 +164,33 @@ def baseline_errors(
 ) -> dict[str, list[float]]:
     """The simple baselines' errors on the runs at ``indices``: the median of the job's
     earlier runs that finished before it started, all of them and the last five (the
-    lookup tables a model must beat, with the shift's durations as they were observed)."""
+    lookup tables a model must beat, with the shift's durations as they were observed); a
+    job with no such run gets the median of every earlier finished run."""
     data = [json.loads(run.read_text()) for run in runs]
     found: dict[str, list[float]] = {"job median": [], "job last-5 median": []}
     for i in indices:
         seconds = data[i]["execution_duration"] * factor_of(runs, i, shift) / 1000.0
-        earlier = [
-            data[k]["execution_duration"] * factor_of(runs, k, shift) / 1000.0
+        finished = [
+            (data[k]["job_id"], data[k]["execution_duration"] * factor_of(runs, k, shift) / 1e3)
             for k in range(i)
-            if data[k]["job_id"] == data[i]["job_id"]
-            and data[k]["state"].get("result_state") == "SUCCESS"
+            if data[k]["state"].get("result_state") == "SUCCESS"
             and data[k]["end_time"] <= data[i]["start_time"]
         ]
-        for name, history in (("job median", earlier), ("job last-5 median", earlier[-5:])):
+        mine = [d for job, d in finished if job == data[i]["job_id"]] or [d for _, d in finished]
+        for name, history in (("job median", mine), ("job last-5 median", mine[-5:])):
             found[name].append(abs(statistics.median(history) - seconds) / seconds)
     return found
+
+
+def top_numeric_feature(artifact: Artifact, values: FeatureValues) -> str:
+    """The model's feature with the largest gain share among those with numeric values."""
+    from autofe.modeling.importance import gain_shares
+
+    gain = gain_shares(artifact.model)
+
+    def numeric(name: str) -> bool:
+        found = values[name].values()
+        return any(isinstance(v, int | float) and not isinstance(v, bool) for v in found)
+
+    names = [name for name in artifact.model.features if numeric(name)]
+    return max(names, key=lambda name: gain.get(name, 0.0))

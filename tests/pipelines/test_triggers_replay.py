@@ -3,14 +3,15 @@
 The champion is the first night's model on the first 300 runs. The scheduled nightly P2
 retraining is requested first (spot, due by the next night). The later 190 runs are replayed
 in submit order through ``POST /v1/predict`` and ``POST /v1/actuals`` (``tests/pipelines/
-replay.py``). In the shifted replay one job — ``customer_spend_rank``, 13 of the 186 replayed
-runs, which the champion predicts within 12 % before the shift — takes three times as long
-from run :data:`SHIFT_AT` on. The
-degradation trigger must fire on that job's third slow run and raise the queued P2 to P0 on
-demand; the night that runs it (``autofe nightly --handle``) must promote a challenger whose
-predictions of the job's later runs are far better than the champion's. Unshifted, nothing
-may fire over the whole replay. Marked slow (two nights and three feature passes: about five
-minutes on two cores); ``make test-triggers`` runs it, and CI does.
+replay.py``). Unshifted, nothing may fire over the whole replay nor after the scheduled
+night. Shifted, one job — ``customer_spend_rank``, 13 of the 186 replayed runs, which the
+champion predicts within 12 % before the shift — takes three times as long from run
+:data:`SHIFT_AT` on: the degradation trigger must fire by that job's third slow run and raise
+the queued P2 to P0 on demand, and the night that runs it (``autofe nightly --handle``) must
+promote a challenger whose predictions of the job's later runs are far better than the
+champion's. A caller sending a feature in other units must fire skew after the night that
+ingests the runs it was sent for. Marked slow (four nights and seven feature passes, 150 s
+on two cores): ``make test-triggers`` runs it, and CI does.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ pytestmark = pytest.mark.slow
 JOB = "customer_spend_rank"
 SHIFT_AT = 370
 """Replay index (of 490 runs in start order) from which the job is three times slower."""
+SKEW_AT = 300
+"""Replay index from which the caller sends a feature in other units."""
 LOOP = LoopSettings(
     Targets(r2=2.0, mape=None),  # unreachable: the round count decides
     max_iterations=1,
@@ -102,8 +105,9 @@ def stream(
     values: FeatureValues,
     start: int,
     shift: replay.Shift | None,
+    stop_at_p0: bool = True,
 ) -> Replayed:
-    """Serve and report runs from ``start`` on; stop after the first P0 firing."""
+    """Serve and report runs from ``start`` on; stop after the first P0 firing (when told)."""
     client = TestClient(create_app(home.root, token="", poll_s=0))
     replayed = Replayed(home, list(runs), {}, {})
     seen = len(read_triggers(home.triggers))
@@ -122,7 +126,7 @@ def stream(
         seen += len(firings)
         if firings:
             replayed.fired[i] = firings
-        if any(f["tier"] == "P0" for f in firings):
+        if stop_at_p0 and any(f["tier"] == "P0" for f in firings):
             break
     return replayed
 
@@ -177,11 +181,43 @@ def test_nothing_fires_on_the_unshifted_replay(
     assert len(replayed.errors) == 186  # every successful replayed run, served and reported
     assert replayed.fired == {}
     overall = mean(replayed.errors.values())
-    print(f"unshifted replay: {len(replayed.errors)} actuals, MAPE {overall:.3f}")
+    print(f"unshifted replay: {len(replayed.errors)} actuals, served MAPE {overall:.3f}")
+    for name, errors in replay.baseline_errors(runs, list(replayed.errors), None).items():
+        print(f"  {name}: MAPE {mean(errors):.3f} on the same runs")
     record = run_night(home, runs, len(runs), None, scheduled, kb, tmp_path / "ws2")
     print(f"the scheduled night: {record['decision']}: {record['reason']}")
     assert [r["subject"] for r in read_triggers(home.triggers)] == [scheduled["subject"]]
     assert JobStore.in_home(home.root).get(scheduled["handle"]).state == "succeeded"
+
+
+def test_a_caller_sending_a_feature_in_other_units_fires_skew_after_the_night(
+    champion: Path, runs: list[Path], kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """From run :data:`SKEW_AT` on, the caller sends the model's most important numeric
+    feature a thousand times too large (a unit slip). The night that ingests those runs
+    compares what was served with what the warehouse computes for the same runs: skew, P1."""
+    home = copy_home(champion, tmp_path / "home")
+    (home.root / "triggers.json").write_text('{"min_served": 100}')  # 186 runs are replayed
+    (scheduled,) = check_triggers(home.root, scheduled=True)
+    artifact = artifact_of(home, "v0001")
+    values = dict(served_values(home, "v0001", runs, replay.FIRST, None, tmp_path / "serve"))
+    top = replay.top_numeric_feature(artifact, values)
+    after = {str(json.loads(r.read_text())["run_id"]) for r in runs[SKEW_AT:]}
+    values[top] = {
+        run: v * 1000.0 if run in after and isinstance(v, int | float) else v
+        for run, v in values[top].items()
+    }
+    replayed = stream(home, runs, values, replay.FIRST, None, stop_at_p0=False)
+    request = [r for r in read_triggers(home.triggers) if r["handle"] == scheduled["handle"]][-1]
+    record = run_night(home, runs, len(runs), None, request, kb, tmp_path / "ws2")
+    assert record["decision"] == "kept", record["reason"]
+    skews = [r for r in read_triggers(home.triggers) if r["kind"] == "skew"]
+    (fired,) = skews
+    assert (fired["tier"], fired["source"], fired["action"]) == ("P1", "nightly", "submitted")
+    assert top in fired["evidence"]["shifted"]
+    served = mean(replayed.errors.values())
+    print(f"skew on {top}: {fired['reason']}")
+    print(f"served MAPE {served:.3f}, {len(replayed.fired)} firings on actuals")
 
 
 def test_a_slowed_job_fires_p0_and_the_promoted_challenger_fixes_it(
