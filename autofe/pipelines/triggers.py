@@ -159,12 +159,14 @@ def fire(
 ) -> list[dict[str, Any]]:
     """Record each new signal and turn it into a retraining request; retry a held one."""
     at = _now(now)
+    held = held_request(home)
+    if not signals and not held:
+        return []  # the usual case after an actual: nothing to read or write
     seen = {
         (r.get("kind"), r.get("subject"), r.get("model_version"))
         for r in read_triggers(home.triggers)
     }
     fired = []
-    held = held_request(home)
     retried = retry_held(home, settings, at, catalog) if held else None
     if held and retried is not None and retried.action != "held":
         since = datetime.fromtimestamp(held["since"], UTC).isoformat(timespec="seconds")
