@@ -62,6 +62,7 @@ from autofe.pipelines.serve_models import (
     feature_type_errors,
 )
 from autofe.pipelines.served_log import Served, ServedLog
+from autofe.pipelines.triggers_actuals import ActualsCursor
 from autofe.scheduler.catalog import Catalog, load_catalog
 from autofe.scheduler.store import (
     JobStore,
@@ -184,6 +185,7 @@ class Service:
         self.served = ServedLog(self.home.served)
         self._actuals_lock = threading.Lock()
         self._checking = threading.Lock()
+        self._actuals = ActualsCursor(self.home.actuals)
         self._served_error: str | None = None
 
     def predict(self, loaded: Loaded, request: PredictRequest) -> PredictionOut:
@@ -307,7 +309,7 @@ class Service:
         if not self._checking.acquire(blocking=False):
             return
         try:
-            triggers.after_actuals(self.home.root)
+            triggers.after_actuals(self.home.root, cursor=self._actuals)
         except (AutofeError, OSError) as exc:
             log.warning("retraining triggers not checked: %s", first_line(exc))
         # The actual is appended and scored already: a bug in the check must not make the

@@ -27,8 +27,8 @@ from autofe.pipelines.home import Home
 from autofe.pipelines.nightly_records import latest_done
 from autofe.pipelines.retraining import held_request, request_retraining, retry_held
 from autofe.pipelines.retraining_estimate import RetrainKind
-from autofe.pipelines.serve_ui_actuals import last_lines, parse_actual
 from autofe.pipelines.served_log import read_served_tail
+from autofe.pipelines.triggers_actuals import ActualsCursor, latest_actuals
 from autofe.pipelines.triggers_signals import (
     Signal,
     TriggerSettings,
@@ -40,8 +40,6 @@ from autofe.pipelines.triggers_skew import paired_values
 from autofe.scheduler.catalog import Catalog
 
 SETTINGS_FILE = "triggers.json"
-ACTUALS_READ = 2000
-"""Latest actuals a check reads: the global window and every job's last runs fit in it."""
 
 
 def load_settings(home: Home) -> TriggerSettings:
@@ -88,14 +86,18 @@ def read_triggers(path: Path) -> list[dict[str, Any]]:
     return found
 
 
-def after_actuals(home_root: Path, now: float | None = None) -> list[dict[str, Any]]:
-    """Degradation after a batch of actuals (skew needs the served runs ingested: nights)."""
+def after_actuals(
+    home_root: Path, now: float | None = None, cursor: ActualsCursor | None = None
+) -> list[dict[str, Any]]:
+    """Degradation after a batch of actuals (skew needs the served runs ingested: nights);
+    ``cursor``: the server's, which parses only the lines appended since its last check."""
     home = Home(home_root)
     version = home.registry.active()
     if version is None:
         return []
     settings = load_settings(home)
-    signals = _degradation(home, version, settings)
+    actuals = cursor.read() if cursor is not None else latest_actuals(home.actuals)
+    signals = degradation(actuals, version.name, holdout_mape(version), settings)
     return fire(home, signals, "actuals", version.name, settings, now)
 
 
@@ -184,10 +186,7 @@ def fire(
 
 
 def _degradation(home: Home, version: Version, settings: TriggerSettings) -> list[Signal]:
-    if not home.actuals.is_file():
-        return []
-    parsed = (parse_actual(line) for line in last_lines(home.actuals, ACTUALS_READ))
-    actuals = [a for a in parsed if a is not None]
+    actuals = latest_actuals(home.actuals)
     return degradation(actuals, version.name, holdout_mape(version), settings)
 
 

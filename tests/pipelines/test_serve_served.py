@@ -85,7 +85,9 @@ def test_each_actual_checks_the_triggers_and_their_errors_never_fail_it(
     calls: list[Path] = []
     outcomes: list[BaseException | None] = [None, ConfigError("bad thresholds"), OSError("disk")]
 
-    def after_actuals(root: Path, now: float | None = None) -> list[dict[str, Any]]:
+    def after_actuals(
+        root: Path, now: float | None = None, cursor: Any = None
+    ) -> list[dict[str, Any]]:
         calls.append(root)
         outcome = outcomes[len(calls) - 1]
         if outcome is not None:
@@ -106,7 +108,9 @@ def test_a_trigger_check_already_running_is_not_started_twice(
     entered, release = threading.Event(), threading.Event()
     calls: list[Path] = []
 
-    def after_actuals(root: Path, now: float | None = None) -> list[dict[str, Any]]:
+    def after_actuals(
+        root: Path, now: float | None = None, cursor: Any = None
+    ) -> list[dict[str, Any]]:
         calls.append(root)
         entered.set()
         release.wait(30)
