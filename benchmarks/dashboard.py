@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from typing import Any
 import duckdb
 from api import _home as build_home
 from fastapi.testclient import TestClient
-from report import machine, percentile, write_section
+from report import commit, machine, percentile, write_section
 
 from autofe.pipelines.nightly import feature_values, read_labelled
 from autofe.pipelines.nightly_drift import drift_report
@@ -208,9 +207,7 @@ def time_page(client: TestClient, service: Service, path: str, loads: int) -> di
 def _report(
     args: argparse.Namespace, setup_s: float, home: Path, rows: list[dict[str, Any]]
 ) -> str:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    at = commit()
     command = (
         f".venv/bin/python benchmarks/dashboard.py --actuals {args.actuals} --jobs {args.jobs} "
         f"--loads {args.loads}"
@@ -233,7 +230,7 @@ def _report(
     return (
         "\n".join(
             [
-                f"Commit {commit}. Machine: {machine()}. Command: `{command}`.",
+                f"Commit {at}. Machine: {machine()}. Command: `{command}`.",
                 "",
                 f"Home: {lines:,} lines in actuals.jsonl, {args.jobs:,} jobs in scheduler.sqlite, "
                 f"30 nightly records; setup {setup_s:.0f} s. Target (p95 ≤ {TARGET_MS:.0f} ms "

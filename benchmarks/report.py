@@ -6,6 +6,7 @@ import math
 import os
 import platform
 import re
+import subprocess
 from pathlib import Path
 
 
@@ -16,6 +17,14 @@ def _cpu_model() -> str:
         return platform.machine()
     names = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")]
     return names[0] if names else platform.machine()
+
+
+def commit() -> str:
+    """The checkout's short commit hash ("" outside a git checkout)."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()
 
 
 def machine() -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from api import _home as build_home
 from dashboard import report_actuals
-from report import machine, percentile, write_section
+from report import commit, machine, percentile, write_section
 
 from autofe.pipelines import triggers
 from autofe.pipelines.serve import create_app
@@ -67,8 +67,10 @@ def run(tmp: Path, args: argparse.Namespace) -> str:
         ("`check_triggers` (on demand, skew included), 5 calls", on_demand),
     ]
     lines = [
-        f"Retraining-trigger cost, {args.actuals:,} actuals and served lines in the home "
-        f"(`benchmarks/triggers.py --actuals {args.actuals} --calls {args.calls}`; {machine()}):",
+        f"Commit {commit()}. Machine: {machine()}. Command: `.venv/bin/python "
+        f"benchmarks/triggers.py --actuals {args.actuals} --calls {args.calls}`.",
+        "",
+        f"Home: {args.actuals:,} actuals and as many served lines, the manual baseline served.",
         "",
         "| call | median ms | p95 ms |",
         "|---|---|---|",
