@@ -65,10 +65,22 @@ def load_settings(home: Home) -> TriggerSettings:
     defaults = TriggerSettings()
     for name, value in given.items():
         default = getattr(defaults, name)
-        number = isinstance(default, int | float) and not isinstance(default, bool)
-        if number and not (isinstance(value, int | float) and not isinstance(value, bool)):
+        numeric = isinstance(default, int | float) or (default is None and value is not None)
+        if numeric and not _number(value):
             raise ConfigError(f"{path}: {name!r} must be a number, not {value!r}")
-    return TriggerSettings(**given)
+        if isinstance(default, str) and not isinstance(value, str):
+            raise ConfigError(f"{path}: {name!r} must be text, not {value!r}")
+    deadlines = given.get("deadline_s", {})
+    if not isinstance(deadlines, dict) or not all(
+        tier in defaults.deadline_s and _number(v) and v > 0 for tier, v in deadlines.items()
+    ):
+        tiers = ", ".join(defaults.deadline_s)
+        raise ConfigError(f"{path}: 'deadline_s' must map tiers ({tiers}) to positive seconds")
+    return TriggerSettings(**{**given, "deadline_s": {**defaults.deadline_s, **deadlines}})
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def read_triggers(path: Path) -> list[dict[str, Any]]:

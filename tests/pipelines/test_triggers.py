@@ -56,12 +56,17 @@ def write_actuals(home: Home, rows: list[tuple[str, str, float, float]], version
 def test_settings_come_from_the_home_and_bad_ones_name_the_file(home: Home) -> None:
     assert load_settings(home) == TriggerSettings()
     path = home.root / "triggers.json"
-    path.write_text(json.dumps({"job_runs": 4, "budget_usd": 12.5}))
-    assert (load_settings(home).job_runs, load_settings(home).budget_usd) == (4, 12.5)
+    path.write_text(json.dumps({"job_runs": 4, "budget_usd": 12.5, "deadline_s": {"P0": 900}}))
+    settings = load_settings(home)
+    assert (settings.job_runs, settings.budget_usd) == (4, 12.5)
+    assert settings.deadline_s == {"P0": 900, "P1": 8 * 3600.0, "P2": 24 * 3600.0}
     for text, message in (
         ('{"job_run": 4}', r"triggers.json: unknown setting 'job_run'"),
         ('{"window": "50"}', r"triggers.json: 'window' must be a number, not '50'"),
         ("[1]", r"triggers.json: must be a JSON object"),
+        ('{"shape": 4}', r"triggers.json: 'shape' must be text, not 4"),
+        ('{"budget_usd": "12"}', r"triggers.json: 'budget_usd' must be a number, not '12'"),
+        ('{"deadline_s": {"P9": 60}}', r"'deadline_s' must map tiers \(P0, P1, P2\) to positive"),
         ("{", r"triggers.json: not readable as JSON"),
     ):
         path.write_text(text)
