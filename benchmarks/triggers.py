@@ -13,8 +13,9 @@ Timed, ``--calls`` times each (medians and 95th percentiles):
 - ``Service.report_actual`` as ``POST /v1/actuals`` runs it, with the trigger check and with the
   check replaced by nothing (the difference is what the check adds to every actual);
 - ``triggers.after_actuals`` alone;
-- ``triggers.check_triggers`` (``autofe triggers check``: degradation, drift, and skew — every
-  feature of the served model computed on the warehouse for the served runs), 5 calls.
+- ``triggers.check_triggers`` (``autofe triggers check``: degradation, drift, and skew, with
+  500 more served lines of real warehouse runs, so every feature of the served model is
+  computed on the warehouse and paired with them), 5 calls.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ from api import _home as build_home
 from dashboard import report_actuals
 from report import commit, machine, percentile, write_section
 
+from autofe.featurespec import FeatureSpec
 from autofe.pipelines import triggers
+from autofe.pipelines.nightly import feature_values, read_labelled
 from autofe.pipelines.serve import create_app
 from autofe.pipelines.serve_models import ActualReport
 from autofe.pipelines.serve_routes import service_of
 from autofe.pipelines.serve_service import Service
+from autofe.pipelines.served_log import Served, ServedLog
 
 
 def main() -> None:
@@ -55,6 +59,7 @@ def run(tmp: Path, args: argparse.Namespace) -> str:
     loaded = service.live.current()
     assert loaded is not None
     report_actuals(service, loaded, home / "warehouse.duckdb", args.actuals)
+    serve_real_runs(home, loaded.version, loaded.artifact.specs, 500)
     with_check = timed(lambda: report(service), args.calls)
     service.check_triggers = lambda: None  # type: ignore[method-assign]
     without = timed(lambda: report(service), args.calls)
@@ -70,7 +75,8 @@ def run(tmp: Path, args: argparse.Namespace) -> str:
         f"Commit {commit()}. Machine: {machine()}. Command: `.venv/bin/python "
         f"benchmarks/triggers.py --actuals {args.actuals} --calls {args.calls}`.",
         "",
-        f"Home: {args.actuals:,} actuals and as many served lines, the manual baseline served.",
+        f"Home: {args.actuals:,} actuals and {args.actuals + 500:,} served lines (500 of real "
+        "warehouse runs), the manual baseline served.",
         "",
         "| call | median ms | p95 ms |",
         "|---|---|---|",
@@ -78,6 +84,18 @@ def run(tmp: Path, args: argparse.Namespace) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def serve_real_runs(home: Path, version: str, specs: tuple[FeatureSpec, ...], n: int) -> None:
+    """``n`` served lines of real warehouse runs with their real values, so the on-demand
+    check pairs them with the warehouse and computes every feature (the skew check's cost)."""
+    db = home / "warehouse.duckdb"
+    values = feature_values(db, specs)
+    runs = [r[0] for r in read_labelled(db)][-n:]
+    log = ServedLog(home / "served.jsonl")
+    for i, run in enumerate(runs):
+        features = {name: column.get(run) for name, column in values.items()}
+        log.append(Served(time.time() + i, version, run, "", features))
 
 
 def report(service: Service) -> None:
