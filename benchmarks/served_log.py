@@ -12,7 +12,7 @@ manual baseline trained, registered and promoted, one prediction of the latest r
   times after 200 warm-up calls, with the line appended and with ``ServedLog.append`` replaced
   by a no-op, in three alternating rounds (the round with the lowest median of each is
   reported); and ``ServedLog.append`` alone;
-- ``read_served_tail(path, 500)`` (what the triggers read after each actual) on files of 10 MB
+- ``read_served_tail(path, 500)`` (what the skew check reads after each night) on files of 10 MB
   and ``--big-mb`` MB of real lines, against counting every line of the big one
   (``serve_ui_actuals.tail_lines``, what the dashboard does for ``actuals.jsonl``).
 """

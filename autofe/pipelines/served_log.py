@@ -6,8 +6,8 @@ trained on (training-serving skew, as a PSI per feature). Only the server sees t
 and the model's feature values the prediction used (given by name or computed). It is
 telemetry, not a record anyone is owed: no fsync, and a line that cannot be written is the
 caller's warning, never a failed prediction. The file only grows (a line a prediction), and
-the triggers read it after every actual, so the reader seeks from its end and reads only the
-blocks that hold the lines asked for
+the skew trigger reads its end after every night, so the reader seeks from the end and reads
+only the blocks that hold the lines asked for
 (:func:`~autofe.pipelines.serve_ui_actuals.last_lines`, shared with the dashboard's actuals):
 its cost does not grow with the file. It does not count the file's lines either: that byte
 scan took 0.54 s on a 500 MB file.
@@ -140,7 +140,7 @@ def parse_served(line: str) -> Served | None:
 
 def _values(features: Mapping[str, Any]) -> dict[str, ServedValue]:
     """Feature values as read: booleans and text as they are, numbers as floats (non-finite:
-    None). One loop over exact types: the triggers parse 500 lines of this after each actual.
+    None). One loop over exact types: the skew check parses 500 lines of this.
     """
     out: dict[str, ServedValue] = {}
     for name, value in features.items():
