@@ -28,7 +28,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from typing import Any
 
 import duckdb
 import httpx
-from report import machine, percentile, write_section
+from report import machine, percentile, run_and_write
 
 from autofe.config import IngestSettings, example_workspace
 from autofe.evals.manual import manual_features
@@ -59,12 +58,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="time cap per load run")
     parser.add_argument("--computed", type=int, default=30, help="computed-features requests")
     parser.add_argument("--write", type=Path)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        body = run(Path(tmp), args)
-    print(body)
-    if args.write:
-        write_section(args.write, "api", body)
+    run_and_write("api", parser.parse_args(), run)
 
 
 def run(tmp: Path, args: argparse.Namespace) -> str:

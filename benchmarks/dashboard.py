@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -36,7 +35,7 @@ from typing import Any
 import duckdb
 from api import _home as build_home
 from fastapi.testclient import TestClient
-from report import commit, machine, percentile, write_section
+from report import commit, machine, percentile, run_and_write
 
 from autofe.pipelines.nightly import feature_values, read_labelled
 from autofe.pipelines.nightly_drift import drift_report
@@ -69,12 +68,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--loads", type=int, default=20)
     parser.add_argument("--write", type=Path)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        body = run(Path(tmp), args)
-    print(body)
-    if args.write:
-        write_section(args.write, "dashboard", body)
+    run_and_write("dashboard", parser.parse_args(), run)
 
 
 def run(tmp: Path, args: argparse.Namespace) -> str:

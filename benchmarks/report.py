@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import platform
 import re
 import subprocess
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -51,3 +54,15 @@ def write_section(path: Path, name: str, body: str) -> None:
     pattern = re.compile(rf"<!-- {name}:begin -->.*?<!-- {name}:end -->", re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else f"{text}\n{block}\n"
     path.write_text(text)
+
+
+def run_and_write(
+    section: str, args: argparse.Namespace, run: Callable[[Path, argparse.Namespace], str]
+) -> None:
+    """Run a benchmark in a scratch folder, print its section and, with ``--write FILE``,
+    replace that section of the results file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        body = run(Path(tmp), args)
+    print(body)
+    if args.write:
+        write_section(args.write, section, body)

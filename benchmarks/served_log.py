@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from api import _home, _latest_specs, _repeat
-from report import machine, percentile, write_section
+from report import machine, percentile, run_and_write
 
 from autofe.pipelines.serve_models import PredictRequest
 from autofe.pipelines.serve_service import Service
@@ -42,12 +41,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3000, help="in-process predictions")
     parser.add_argument("--big-mb", type=int, default=500, help="size of the long file")
     parser.add_argument("--write", type=Path)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        body = run(Path(tmp), args.calls, args.big_mb)
-    print(body)
-    if args.write:
-        write_section(args.write, "served_log", body)
+    run_and_write("served_log", parser.parse_args(), lambda tmp, a: run(tmp, a.calls, a.big_mb))
 
 
 def run(tmp: Path, calls: int, big_mb: int) -> str:

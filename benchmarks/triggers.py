@@ -21,14 +21,13 @@ Timed, ``--calls`` times each (medians and 95th percentiles):
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from api import _home as build_home
 from dashboard import report_actuals
-from report import commit, machine, percentile, write_section
+from report import commit, machine, percentile, run_and_write
 
 from autofe.featurespec import FeatureSpec
 from autofe.pipelines import triggers
@@ -45,12 +44,7 @@ def main() -> None:
     parser.add_argument("--actuals", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--write", type=Path)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        body = run(Path(tmp), args)
-    print(body)
-    if args.write:
-        write_section(args.write, "triggers", body)
+    run_and_write("triggers", parser.parse_args(), run)
 
 
 def run(tmp: Path, args: argparse.Namespace) -> str:
