@@ -66,7 +66,9 @@ def run(tmp: Path, calls: int, big_mb: int) -> str:
         _row("ServedLog.append alone", alone),
         *_tails(tmp, given_line, big_mb),
     ]
-    return f"Machine: {machine()}\n\n" + "\n".join(rows) + "\n"
+    command = f".venv/bin/python benchmarks/served_log.py --calls {calls} --big-mb {big_mb}"
+    head = f"Commit {commit()}. Machine: {machine()}. Command: `{command}`."
+    return f"{head}\n\n" + "\n".join(rows) + "\n"
 
 
 def _interleaved(
