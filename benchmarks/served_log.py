@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from api import _home, _latest_specs, _repeat
-from report import machine, percentile, run_and_write
+from report import commit, machine, percentile, run_and_write
 
 from autofe.pipelines.serve_models import PredictRequest
 from autofe.pipelines.serve_service import Service
