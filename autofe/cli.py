@@ -764,22 +764,38 @@ def _percent(share: float) -> str:
     return f"{share * 100:.1f} %"
 
 
+NightHomeOpt = Annotated[
+    Path, typer.Option("--home", help="The autofe home folder (warehouse, model registry).")
+]
+NightWorkspaceOpt = Annotated[
+    Path | None, typer.Option("--workspace", help="The workspace export to ingest.")
+]
+MarginOpt = Annotated[
+    float, typer.Option(help="Relative MAPE improvement needed to promote (0.02: 2 %).")
+]
+RecentOpt = Annotated[
+    int | None,
+    typer.Option(help="Runs to compare on (default: latest 20 % or since the promotion)."),
+]
+ModeOpt = Annotated[
+    str, typer.Option(help="incremental (warm start from the active model's features) or full.")
+]
+HandleOpt = Annotated[
+    str | None,
+    typer.Option(help="The queued scheduler job this night runs (HOME/scheduler.sqlite)."),
+]
+HistoryOpt = Annotated[
+    bool, typer.Option("--history", help="List the past nights instead of running one.")
+]
+
+
 @app.command()
 @user_errors
 def nightly(
-    home: Annotated[
-        Path, typer.Option("--home", help="The autofe home folder (warehouse, model registry).")
-    ],
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="The workspace export to ingest.")
-    ] = None,
-    margin: Annotated[
-        float, typer.Option(help="Relative MAPE improvement needed to promote (0.02: 2 %).")
-    ] = 0.02,
-    recent: Annotated[
-        int | None,
-        typer.Option(help="Runs to compare on (default: latest 20 % or since the promotion)."),
-    ] = None,
+    home: NightHomeOpt,
+    workspace: NightWorkspaceOpt = None,
+    margin: MarginOpt = 0.02,
+    recent: RecentOpt = None,
     max_iterations: Annotated[int, typer.Option(min=1)] = LOOP.max_iterations,
     budget_seconds: Annotated[
         float, typer.Option(help="Wall-clock budget of the loop.")
@@ -793,17 +809,9 @@ def nightly(
     llm_timeout: LlmTimeoutOpt = LLM.timeout_s,
     llm_batch: LlmBatchOpt = LLM.batch_size,
     llm_format: LlmFormatOpt = LLM.output_format,
-    mode: Annotated[
-        str,
-        typer.Option(help="incremental (warm start from the active model's features) or full."),
-    ] = "incremental",
-    handle: Annotated[
-        str | None,
-        typer.Option(help="The queued scheduler job this night runs (HOME/scheduler.sqlite)."),
-    ] = None,
-    history: Annotated[
-        bool, typer.Option("--history", help="List the past nights instead of running one.")
-    ] = False,
+    mode: ModeOpt = "incremental",
+    handle: HandleOpt = None,
+    history: HistoryOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest what is new, retrain warm from the active model, promote only a better model.
@@ -827,7 +835,11 @@ def nightly(
     settings = NightlySettings(
         workspace, home, margin, recent, loop, chosen, parse_mode(mode), handle
     )
-    result = _run_night(settings, as_json)
+    _report_night(_run_night(settings, as_json), as_json)
+
+
+def _report_night(result: NightlyResult, as_json: bool) -> None:
+    """The night's record (JSON or lines); exit 3 when workspace files were skipped."""
     if as_json:
         print(json.dumps(result.record, indent=2, default=str))
     else:
