@@ -37,7 +37,7 @@ from api import _home as build_home
 from fastapi.testclient import TestClient
 from report import commit, machine, percentile, run_and_write
 
-from autofe.pipelines.nightly import feature_values, read_labelled
+from autofe.pipelines.nightly import feature_values, jobs_and_runs, read_labelled
 from autofe.pipelines.nightly_drift import drift_report
 from autofe.pipelines.serve import create_app
 from autofe.pipelines.serve_models import ActualReport, PredictRequest
@@ -149,14 +149,7 @@ def write_nights(home: Path, loaded: Loaded, n: int) -> None:
     labelled = read_labelled(db)
     values = feature_values(db, loaded.artifact.specs)
     through = labelled[int(len(labelled) * 0.8)][2]
-    with duckdb.connect(str(db), read_only=True) as con:
-        names = {
-            str(j): str(m or "") for j, m in con.execute("SELECT job_id, name FROM jobs").fetchall()
-        }
-        runs = {
-            str(r): (str(j), t)
-            for r, j, t in con.execute("SELECT run_id, job_id, submit_time FROM runs").fetchall()
-        }
+    names, runs = jobs_and_runs(db)
     artifact = loaded.artifact
     drift = drift_report(artifact, labelled, values, through, names, runs, home / "actuals.jsonl")
     for day in range(n):

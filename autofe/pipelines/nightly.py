@@ -569,7 +569,7 @@ def _drift(home: Home, labelled: Labelled, champion: Champion | None) -> dict[st
         return None
     if champion.trained_through is None:
         return None
-    job_names, runs = _jobs_and_runs(home.warehouse)
+    job_names, runs = jobs_and_runs(home.warehouse)
     return drift_report(
         champion.artifact,
         labelled,
@@ -581,7 +581,7 @@ def _drift(home: Home, labelled: Labelled, champion: Champion | None) -> dict[st
     )
 
 
-def _jobs_and_runs(db: Path) -> tuple[dict[str, str], dict[str, RunInfo]]:
+def jobs_and_runs(db: Path) -> tuple[dict[str, str], dict[str, RunInfo]]:
     """Job names by id, and every run's job id and submit time."""
     with Sandbox.open(db) as sandbox:
         jobs = _all_rows(sandbox, "SELECT job_id, name FROM jobs")

@@ -14,14 +14,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 from fastapi.testclient import TestClient
 from test_serve import make_home
 
 from autofe.modeling.artifact import Artifact, load_model
 from autofe.modeling.registry import Registry
-from autofe.pipelines.nightly import feature_values, read_labelled
+from autofe.pipelines.nightly import feature_values, jobs_and_runs, read_labelled
 from autofe.pipelines.nightly_drift import drift_report
 from autofe.pipelines.nightly_records import RECORD_FILE
 from autofe.pipelines.serve import create_app
@@ -91,14 +90,7 @@ def night(example_warehouse: Path, manual_model: Path) -> dict[str, Any]:
     artifact = _artifact(manual_model)
     values = feature_values(example_warehouse, artifact.specs)
     through = labelled[int(len(labelled) * 0.8)][2]
-    with duckdb.connect(str(example_warehouse), read_only=True) as con:
-        names = {
-            str(j): str(n or "") for j, n in con.execute("SELECT job_id, name FROM jobs").fetchall()
-        }
-        runs = {
-            str(r): (str(j), t)
-            for r, j, t in con.execute("SELECT run_id, job_id, submit_time FROM runs").fetchall()
-        }
+    names, runs = jobs_and_runs(example_warehouse)
     drift = drift_report(artifact, labelled, values, through, names, runs, Path("/nonexistent"))
     return {
         "stamp": "20250101T020000Z",
