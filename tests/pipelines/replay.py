@@ -194,3 +194,34 @@ def top_numeric_feature(artifact: Artifact, values: FeatureValues) -> str:
 
     names = [name for name in artifact.model.features if numeric(name)]
     return max(names, key=lambda name: gain.get(name, 0.0))
+
+
+def shipped_baselines(
+    source: Path, tmp: Path, runs: Sequence[Path], shift: Shift | None, scored: Sequence[int]
+) -> dict[str, list[float]]:
+    """The product's baselines (:mod:`autofe.modeling.baselines`: job and job x configuration
+    medians, the last 5 runs' median, raw-column LightGBM with and without node facts, the
+    Ernest-style fit) on the runs at ``scored``, fit on every labelled run before the first
+    of them, with the shift's durations as they were observed."""
+    from autofe.modeling.baselines import FACTS_SQL, as_facts, score_baselines
+    from autofe.sandbox.session import Sandbox
+
+    folder = workspace(source, tmp / "ws", runs, len(runs), shift=shift)
+    db = tmp / "all.duckdb"
+    ingest([folder], IngestSettings(db=db))
+    with Sandbox.open(db) as sandbox:
+        facts = as_facts(sandbox.query(FACTS_SQL).rows)
+    wanted = [str(json.loads(runs[i].read_text())["run_id"]) for i in scored]
+    position = {fact.run_id: k for k, fact in enumerate(facts)}
+    cut = min(position[run] for run in wanted)
+    found: dict[str, list[float]] = {}
+    for baseline in score_baselines(facts, cut):
+        errors = []
+        for run in wanted:
+            actual, predicted = (
+                facts[position[run]].seconds,
+                baseline.predicted[position[run] - cut],
+            )
+            errors.append(abs(float(predicted) - actual) / actual)
+        found[baseline.label] = errors
+    return found
