@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from autofe.errors import ModelError
-from autofe.json_file import write_json
+from autofe.json_file import append_json_line, read_json_lines, write_json
 from autofe.modeling.artifact import MANIFEST_FILE, MODEL_FILE, Artifact, load_model
 from autofe.warehouse.connect import schema_fingerprint
 
@@ -147,24 +147,12 @@ class Registry:
     def record(self, decision: dict[str, Any], details: dict[str, Any] | None = None) -> None:
         """Append one decision (promoted or kept) to the promotion history."""
         self.root.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"at": _now(), **decision, **(details or {})}, default=str)
-        with (self.root / HISTORY_FILE).open("a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        record = {"at": _now(), **decision, **(details or {})}
+        append_json_line(self.root / HISTORY_FILE, record, default=str)
 
     def history(self) -> list[dict[str, Any]]:
         """Every recorded decision, oldest first (a torn last line is skipped)."""
-        path = self.root / HISTORY_FILE
-        if not path.is_file():
-            return []
-        decisions = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                decisions.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return decisions
+        return read_json_lines(self.root / HISTORY_FILE)
 
     def load(self, name: str, expected_schema: str) -> Artifact:
         """The artifact of version ``name`` (hash and schema checked by ``load_model``)."""

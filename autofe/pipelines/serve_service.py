@@ -9,10 +9,8 @@ of one method here, so all of it runs (and is benchmarked) without a web server.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import threading
 import time
 from collections.abc import Collection, Sequence
@@ -27,6 +25,7 @@ from pydantic import ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from autofe.errors import AutofeError, ConfigError, ModelError, WarehouseError, first_line
+from autofe.json_file import append_json_line
 from autofe.modeling.artifact import Artifact
 from autofe.modeling.conformal import LEVELS
 from autofe.modeling.predict import predict_pending, predict_values
@@ -344,11 +343,8 @@ class Service:
             self._served_error = None
 
     def _append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True) + "\n"
-        with self._actuals_lock, self.home.actuals.open("a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        with self._actuals_lock:
+            append_json_line(self.home.actuals, record)
 
     def _prices(self, candidates: Sequence[Candidate]) -> list[tuple[float, PriceSource]]:
         wanted = {

@@ -13,7 +13,6 @@ signals and their thresholds are in :mod:`autofe.pipelines.triggers_signals`.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from autofe.errors import AutofeError, ConfigError
+from autofe.json_file import append_json_line, read_json_lines
 from autofe.modeling.registry import Version
 from autofe.pipelines.home import Home
 from autofe.pipelines.nightly_records import latest_done
@@ -85,17 +85,7 @@ def _number(value: object) -> bool:
 
 def read_triggers(path: Path) -> list[dict[str, Any]]:
     """Every firing in ``HOME/triggers.jsonl`` (a torn or unreadable line is skipped)."""
-    if not path.is_file():
-        return []
-    found = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            found.append(record)
-    return found
+    return read_json_lines(path)
 
 
 def after_actuals(
@@ -253,11 +243,7 @@ def _line(
         "outcome": outcome.reason,
         "plan": outcome.plan,
     }
-    line = json.dumps(record, sort_keys=True, default=str) + "\n"
-    with home.triggers.open("a", encoding="utf-8") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_json_line(home.triggers, record, default=str)
     return record
 
 
