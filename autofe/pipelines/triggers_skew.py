@@ -11,8 +11,8 @@ of the served model's gain had a PSI above 0.25 against its training runs on a r
 any fault (docs/nightly.md, "Retraining triggers"). So the same runs are compared: the served
 version's last served requests whose runs the warehouse now holds, their served values (from
 ``HOME/served.jsonl``) against the values the version's features compute on the warehouse.
-That needs the runs ingested and every feature's SQL run (seconds to a minute), so it is
-checked after each night and on demand, not after every actual.
+That needs the runs ingested and every feature's SQL run on them, so it is checked after each
+night and on demand, not after every actual.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autofe.modeling.compute import compute_values
 from autofe.modeling.importance import gain_shares
 from autofe.modeling.registry import Version
 from autofe.pipelines.home import Home
@@ -47,18 +48,17 @@ def paired_values(home: Home, version: Version, served: Sequence[Served]) -> Pai
     Raises:
         AutofeError: the version does not load on the warehouse or a feature fails.
     """
-    from autofe.pipelines.nightly import feature_values  # the loop's imports: only here
-
-    mine = [r for r in served if r.model_version == version.name and r.run_id]
+    mine = {r.run_id: r for r in served if r.model_version == version.name and r.run_id}
     if not mine or not home.warehouse.is_file():
-        return None
-    with Sandbox.open(home.warehouse) as sandbox:
-        known = {str(row[0]) for row in sandbox.query("SELECT run_id FROM runs").rows}
-    latest = {r.run_id: r for r in mine if r.run_id in known}  # the last serving of each run
-    if not latest:
-        return None
+        return None  # ``mine`` keeps the last serving of each run
     artifact = home.registry.load(version.name, schema_fingerprint())
-    values = feature_values(home.warehouse, artifact.specs)
+    with Sandbox.open(home.warehouse) as sandbox:
+        listed = ", ".join("'" + run.replace("'", "''") + "'" for run in mine)
+        rows = sandbox.query(f"SELECT run_id FROM runs WHERE run_id IN ({listed})").rows
+        latest = {str(row[0]): mine[str(row[0])] for row in rows}
+        if not latest:
+            return None
+        values = compute_values(sandbox, artifact.specs, sorted(latest))
     names = artifact.model.features
     runs = sorted(latest, key=lambda run: latest[run].at_s)
     return Paired(
