@@ -38,12 +38,12 @@ def test_a_short_run_writes_the_run_directory(tmp_path: Path) -> None:
 
 
 def _assert_baselines_beside_the_holdout(out: Path, metrics: dict[str, Any]) -> None:
-    """Six baselines, finite, on exactly the holdout's runs; ``holdout.json`` row by row."""
+    """Eight baselines, finite, on exactly the holdout's runs; ``holdout.json`` row by row."""
     held = metrics["holdout"]["n"]
     assert metrics == json.loads((out / "metrics.json").read_text())
     assert [b["name"] for b in metrics["baselines"]] == [
-        "job_median", "job_config_median", "last5_median", "raw_lightgbm",
-        "raw_node_lightgbm", "ernest",
+        "job_median", "job_config_median", "last5_median", "job_config_median_online",
+        "job_median_online", "raw_lightgbm", "raw_node_lightgbm", "ernest",
     ]  # fmt: skip
     for b in metrics["baselines"]:
         assert b["runs"] == held and b["label"], b

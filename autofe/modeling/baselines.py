@@ -121,24 +121,72 @@ def job_config_median(runs: Sequence[RunFacts], cut: int, seed: int = 0) -> NDAr
     return np.array([by_pair.get(p, f) for p, f in zip(pairs, fallback, strict=True)])
 
 
+History = tuple[list[datetime], list[float]]
+"""One key's finished runs sorted by end time: the end times (for bisect) and the durations."""
+
+
+def _ended(runs: Sequence[RunFacts], key: Callable[[RunFacts], Hashable]) -> dict[Any, History]:
+    """Every labelled run that has an end time, grouped by ``key`` and sorted by end time (the
+    run id breaks ties), so that what had ended by a submit is a prefix found by bisect."""
+    grouped: dict[Any, list[tuple[datetime, str, float]]] = defaultdict(list)
+    for r in runs:
+        if r.end_time is not None:
+            grouped[key(r)].append((r.end_time, r.run_id, r.seconds))
+    out = {}
+    for k, finished in grouped.items():
+        finished.sort()
+        out[k] = ([h[0] for h in finished], [h[2] for h in finished])
+    return out
+
+
+def _before(history: History | None, submit: datetime) -> list[float]:
+    """The durations of ``history``'s runs that ended strictly before ``submit``, oldest first."""
+    if history is None:
+        return []
+    return history[1][: bisect.bisect_left(history[0], submit)]
+
+
+def _online(
+    runs: Sequence[RunFacts],
+    cut: int,
+    key: Callable[[RunFacts], Hashable],
+    fallback: NDArray[np.float64],
+    last: int | None = None,
+) -> NDArray[np.float64]:
+    """Per predicted run, the median of the (``last``) runs with its ``key`` that ended before
+    it was submitted, among all labelled runs: a deployed lookup sees earlier holdout runs
+    too, never one still running. ``fallback`` where none had ended."""
+    ended = _ended(runs, key)
+    out = np.array(fallback, dtype=np.float64)
+    for i, r in enumerate(runs[cut:]):
+        earlier = _before(ended.get(key(r)), r.submit_time)
+        if last is not None:
+            earlier = earlier[-last:]
+        if earlier:
+            out[i] = float(np.median(earlier))
+    return out
+
+
 def last5_median(runs: Sequence[RunFacts], cut: int, seed: int = 0) -> NDArray[np.float64]:
     """The median of the job's last five runs that *ended* before the run was submitted, among
     all labelled runs: a deployed lookup sees earlier holdout runs too, but never one still
     running at submit time. The job's training median when none had ended."""
-    ended: dict[str, list[tuple[datetime, str, float]]] = defaultdict(list)
-    for r in runs:
-        if r.end_time is not None:
-            ended[r.job_id].append((r.end_time, r.run_id, r.seconds))
-    for history in ended.values():
-        history.sort()
-    out = job_median(runs, cut)
-    for i, r in enumerate(runs[cut:]):
-        history = ended.get(r.job_id, [])
-        before = bisect.bisect_left([h[0] for h in history], r.submit_time)
-        recent = [h[2] for h in history[max(0, before - LAST_RUNS) : before]]
-        if recent:
-            out[i] = float(np.median(recent))
-    return out
+    return _online(runs, cut, lambda r: r.job_id, job_median(runs, cut), LAST_RUNS)
+
+
+def job_median_online(runs: Sequence[RunFacts], cut: int, seed: int = 0) -> NDArray[np.float64]:
+    """The median of every run of the job that ended before the run was submitted (holdout
+    runs included, as for :func:`last5_median`); the static job median when none had."""
+    return _online(runs, cut, lambda r: r.job_id, job_median(runs, cut))
+
+
+def job_config_median_online(
+    runs: Sequence[RunFacts], cut: int, seed: int = 0
+) -> NDArray[np.float64]:
+    """The median of the job's runs on the same configuration that ended before the run was
+    submitted; the job's online median where the pair had none (then its static median)."""
+    fallback = job_median_online(runs, cut)
+    return _online(runs, cut, lambda r: (r.job_id, r.config_id), fallback)
 
 
 def _raw_values(runs: Sequence[RunFacts], columns: Sequence[str]) -> FeatureValues:
@@ -236,10 +284,47 @@ BASELINES: tuple[tuple[str, str, Predictor], ...] = (
     ("job_median", "job's median", job_median),
     ("job_config_median", "job × configuration median", job_config_median),
     ("last5_median", "median of the job's last 5 finished runs", last5_median),
+    (
+        "job_config_median_online",
+        "job × configuration median, run by run",
+        job_config_median_online,
+    ),
+    ("job_median_online", "job's median, run by run", job_median_online),
     ("raw_lightgbm", "LightGBM on raw columns", raw_lightgbm),
     ("raw_node_lightgbm", "LightGBM on raw columns and node facts", raw_node_lightgbm),
     ("ernest", "Ernest-style fit in total cores", ernest),
 )
+
+
+FOLD_BASELINES = ("job_median", "job_config_median", "raw_lightgbm", "raw_node_lightgbm", "ernest")
+"""The baselines that read no outcome past the cut: on data without a meaningful order (a
+third-party run table under cross-validation) a fold's training runs stand for the earlier
+runs. The run-by-run ones would read the test runs' outcomes, so they are left out there."""
+
+Folds = Sequence[tuple[NDArray[np.intp], NDArray[np.intp]]]
+
+
+def predict_fold(
+    predict: Predictor, train: Sequence[RunFacts], test: Sequence[RunFacts], seed: int = 0
+) -> NDArray[np.float64]:
+    """``predict`` fit on ``train`` alone, for ``test`` (one of :data:`FOLD_BASELINES`)."""
+    return predict([*train, *test], len(train), seed)
+
+
+def out_of_fold_baselines(
+    runs: Sequence[RunFacts], folds: Folds, seed: int = 0
+) -> list[tuple[str, str, NDArray[np.float64]]]:
+    """(name, label, each run's prediction by the fold that held it out) per fold baseline."""
+    found = []
+    for name, label, predict in BASELINES:
+        if name not in FOLD_BASELINES:
+            continue
+        predicted = np.full(len(runs), np.nan)
+        for train, test in folds:
+            fold = predict_fold(predict, [runs[i] for i in train], [runs[i] for i in test], seed)
+            predicted[test] = fold
+        found.append((name, label, predicted))
+    return found
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import pytest
 from autofe.modeling.baselines import (
     BASELINES,
     FACTS_SQL,
+    FOLD_BASELINES,
     RunFacts,
     as_facts,
     best_baseline,
@@ -23,8 +24,12 @@ from autofe.modeling.baselines import (
     ernest_fit,
     ernest_terms,
     job_config_median,
+    job_config_median_online,
     job_median,
+    job_median_online,
     last5_median,
+    out_of_fold_baselines,
+    predict_fold,
     raw_lightgbm,
     raw_node_lightgbm,
     score_baselines,
@@ -112,6 +117,34 @@ def test_last5_counts_only_runs_that_ended_before_the_submit(runs: list[RunFacts
     assert predicted[1] == 130.0
     # C has no history (the job fallback, here the global median); B and D as their medians
     assert predicted[2:] == [100.0, 400.0, 11.25]
+
+
+def test_online_job_median_sees_every_run_that_had_ended(runs: list[RunFacts]) -> None:
+    # r12: A's 60 70 100 120 130 had ended (r07 still runs) -> 100; r13: also r07 (11:33) and
+    # the holdout run r12 (11:02) -> 60 70 100 120 130 150 20000 -> 120; C none: static 100
+    assert job_median_online(runs, CUT).tolist() == [100.0, 120.0, 100.0, 400.0, 11.25]
+
+
+def test_online_pair_median_falls_back_to_the_online_job_median(runs: list[RunFacts]) -> None:
+    # r12 (A, c1): r01 r02 r06 -> 120 (the job alone says 100); r13 (A, c3) and r16 (D, c5)
+    # have no finished pair: the job's online median, 120 and 11.25
+    assert job_config_median_online(runs, CUT).tolist() == [120.0, 120.0, 100.0, 400.0, 11.25]
+
+
+def test_a_fold_fits_on_its_training_runs_alone(runs: list[RunFacts]) -> None:
+    for predict in (job_median, job_config_median, ernest):
+        assert predict_fold(predict, runs[:CUT], runs[CUT:]).tolist() == predict(runs, CUT).tolist()
+    # second half predicted from the first, then the reverse: A's first-half runs r01-r06 and
+    # r07 give r12/r13 their median 110; r01 from A's second-half runs r12 r13 -> 120 (r07 is in
+    # the first half: 8 runs each)
+    first, second = np.arange(8), np.arange(8, len(runs))
+    found = dict(
+        (n, p) for n, _, p in out_of_fold_baselines(runs, [(first, second), (second, first)])
+    )
+    assert list(found) == list(FOLD_BASELINES)
+    assert not np.isnan(found["job_median"]).any()
+    assert found["job_median"][[11, 12]].tolist() == [110.0, 110.0]
+    assert found["job_median"][0] == 120.0
 
 
 def test_ernest_fit_is_exact_on_three_points_and_never_negative() -> None:
