@@ -56,6 +56,9 @@ class EvalSettings:
     min_coverage: float = 0.5
     tolerance: float = 0.002
     """CV R² points a round may lose against the best score and still count as no worse."""
+    whatif_tolerance: float = 0.01
+    """What-if MAPE (configurations held out, :mod:`autofe.agents.whatif`) a round may add
+    and still count as no worse; ``math.inf`` turns the what-if score off."""
     seed: int = 0
     limits: SandboxLimits = field(default_factory=SandboxLimits)
 
