@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,6 +18,9 @@ from autofe.feature_catalog import read_feature_set
 from autofe.featurespec import FeatureSpec
 from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.run_dir import RunDir
+
+if TYPE_CHECKING:
+    from autofe.evals.report import Report
 
 eval_app = typer.Typer(help="Evaluations with measured numbers.", no_args_is_help=True)
 
@@ -78,16 +81,34 @@ def report(
     result = build_report(db, sets)
     md, page = write_report(result, out_dir)
     summary = {s.name: s.holdout.as_dict() for s in result.sets}
+    judged = _judged(result)
     if as_json:
-        print(json.dumps({"report": str(page), "markdown": str(md), "sets": summary}, indent=2))
+        baselines = [b.as_dict() for b in result.simple]
+        found: dict[str, object] = {"report": str(page), "markdown": str(md), "sets": summary}
+        found |= {"baselines": baselines, "best_baseline": result.best_simple().name}
+        print(json.dumps(found | {"judged": judged}, indent=2))
         return
     for name, m in summary.items():
+        j = judged[name]
         out.print(
             f"{name}: R² {m['r2']:.3f}, MAPE {m['mape']:.1%}, "
-            f"coverage {m['coverage_80']:.0%} / {m['coverage_90']:.0%}",
+            f"coverage {m['coverage_80']:.0%} / {m['coverage_90']:.0%}; against "
+            f"{j['reference']} (MAPE {j['mape']:.1%}): {j['verdict']}",
             highlight=False,
         )
     out.print(f"wrote {page} and {md}", highlight=False)
+
+
+def _judged(result: Report) -> dict[str, dict[str, object]]:
+    """Per set: the best row it must beat (baseline or manual set), its MAPE, the verdict."""
+    from autofe.evals.report import best_reference, verdict
+
+    judged: dict[str, dict[str, object]] = {}
+    for s in result.sets:
+        label, ref = best_reference(result, s)
+        judged[s.name] = {"reference": label, "mape": round(ref.mape, 4)}
+        judged[s.name]["verdict"] = verdict(s.holdout.metrics, ref)
+    return judged
 
 
 def feature_sets(names: list[str], generated: Path | None) -> dict[str, tuple[FeatureSpec, ...]]:

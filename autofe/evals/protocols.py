@@ -15,7 +15,10 @@ configurations, unseen hardware.
 Every feature set gets the same model, the one ``autofe train`` fits (LightGBM on log duration,
 its parameters, seeds and one thread; :data:`FIXED_TREES` trees instead of early stopping), and
 the same folds. The reference is LightGBM on the dataset's **raw columns**: the run table's own
-known-at-submit columns plus the cluster fields its mapping names.
+known-at-submit columns plus the cluster fields its mapping names; beside it, the simple
+baselines of :mod:`autofe.modeling.baselines` fit on each fold's training runs
+(:func:`evaluate_baselines`: the job's median, the job x configuration median, the
+Ernest-style fit; a run table has no history order, so the run-by-run medians are left out).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from numpy.typing import NDArray
 from autofe.errors import ConfigError
 from autofe.evals.masked import masked_out_of_fold
 from autofe.featurespec import FeatureSpec
+from autofe.modeling.baselines import FACTS_SQL, as_facts, out_of_fold_baselines
 from autofe.modeling.conformal import conformal_quantile
 from autofe.modeling.dataset import Dataset, FeatureValues, Value, build_dataset, labelled_runs
 from autofe.modeling.metrics import score
@@ -60,6 +64,8 @@ class ProtocolResult:
     mape: float
     r2: float
     within_10: float
+    baseline: bool = False
+    """A simple baseline (no feature set: ``n_features`` is 0) or a raw-column reference."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -72,6 +78,7 @@ class ProtocolResult:
             "mape": round(self.mape, 4),
             "r2": round(self.r2, 4),
             "within_10": round(self.within_10, 4),
+            "baseline": self.baseline,
         }
 
 
@@ -205,6 +212,39 @@ PROTOCOLS: tuple[tuple[str, Callable[[Groups, int], Folds]], ...] = (
     ("grouped 5-fold", lambda g, seed: grouped_folds(g.config, K, seed)),
     ("leave-one-machine-type-out", lambda g, seed: leave_one_group_out(g.node_type)),
 )
+FOLD_BASELINES = ("job_median", "job_config_median", "ernest")
+"""The simple baselines scored per fold; the protocols' own raw-column sets stand for the
+baselines' raw-column LightGBM (they also see the run table's known-at-submit columns)."""
+
+
+def protocol_folds(groups: Groups, seed: int = 0) -> list[tuple[str, Folds]]:
+    """Each protocol's folds; leave-one-machine-type-out only with two node types or more."""
+    return [
+        (protocol, make_folds(groups, seed))
+        for protocol, make_folds in PROTOCOLS
+        if not (protocol.startswith("leave") and len(set(groups.node_type)) < 2)
+    ]
+
+
+def evaluate_baselines(db: Path, dataset: str, seed: int = 0) -> list[ProtocolResult]:
+    """The simple baselines under every protocol, each fold's fit on its training runs alone:
+    the job and job x configuration are whatever the mapping ingested as ``runs.job_id`` and
+    ``runs.cluster_config_id``."""
+    runs, groups = labelled_groups(db)
+    with open_warehouse(db, read_only=True) as con:
+        facts = {f.run_id: f for f in as_facts(con.execute(FACTS_SQL).fetchall())}
+    ordered = [facts[r[0]] for r in runs]
+    seconds = np.array([r[3] for r in runs])
+    results = []
+    for protocol, folds in protocol_folds(groups, seed):
+        for _, label, p in out_of_fold_baselines(ordered, folds, seed, FOLD_BASELINES):
+            m = score(seconds, p)
+            results.append(
+                ProtocolResult(
+                    dataset, protocol, label, 0, len(folds), m.n, m.mape, m.r2, m.within_10, True
+                )
+            )
+    return results
 
 
 def evaluate_protocols(
@@ -213,10 +253,7 @@ def evaluate_protocols(
     """Every feature set under every protocol on the labelled runs of ``db``."""
     runs, groups = labelled_groups(db)
     results = []
-    for protocol, make_folds in PROTOCOLS:
-        if protocol.startswith("leave") and len(set(groups.node_type)) < 2:
-            continue
-        folds = make_folds(groups, seed)
+    for protocol, folds in protocol_folds(groups, seed):
         for name, values in feature_sets.items():
             data = build_dataset(runs, values)
             m = score(data.seconds, out_of_fold(data, folds, seed))
@@ -249,10 +286,7 @@ def evaluate_generated(
     runs, groups = labelled_groups(db)
     seconds = np.array([r[3] for r in runs])
     results = []
-    for protocol, make_folds in PROTOCOLS:
-        if protocol.startswith("leave") and len(set(groups.node_type)) < 2:
-            continue
-        folds = make_folds(groups, seed)
+    for protocol, folds in protocol_folds(groups, seed):
         predicted = masked_out_of_fold(
             db, runs, specs, folds, lambda d, tr, te: fit_predict(d, tr, te, seed), extras
         )

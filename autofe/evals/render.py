@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from autofe.evals.report import Report, SetResult, bucket_of
+from autofe.evals.report import Report, SetResult, best_reference, bucket_of, verdict
 from autofe.modeling.metrics import Metrics, score
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ def _sections(report: Report) -> list[tuple[str, str, Table]]:
     """(title, note, table) in report order."""
     return [
         ("Accuracy on the holdout", _protocol(report), accuracy_table(report)),
+        ("Against the best baseline", _judge_note(), judgement_table(report)),
         ("Error by job type (MAPE, runs)", "", _breakdown(report, lambda r: report.task_types[r])),
         (
             "Error by runtime bucket (MAPE, runs)",
@@ -104,12 +105,40 @@ def accuracy_table(report: Report) -> Table:
         )
         for s in report.sets
     ]
+    best = report.best_simple().name if report.simple else None
+    rows += [
+        _row(f"{b.label}{' — best baseline' if b.name == best else ''}", "–", b.metrics, ["–"] * 2)
+        for b in report.simple
+    ]
     first = report.sets[0]
     rows += [
         _row(f"{name} / {first.name}", str(len(first.specs)), m, ["–", "–"])
         for name, m in report.baselines.items()
     ]
     return head, rows
+
+
+def _judge_note() -> str:
+    return (
+        "Each set against the strongest row it must beat, by MAPE: the best simple baseline "
+        "(no feature engineering) or, for a set other than the manual one, the manual set."
+    )
+
+
+def judgement_table(report: Report) -> Table:
+    """Per set: its scores, the best reference's, and on which metrics it beats it."""
+    head = ["features", "MAPE", "median APE", "log-R²", "best reference", "its MAPE"]
+    head += ["its median APE", "its log-R²", "verdict"]
+    rows = []
+    for s in report.sets if report.simple else []:
+        label, ref = best_reference(report, s)
+        m = s.holdout.metrics
+        rows.append([s.name, *_three(m), label, *_three(ref), verdict(m, ref)])
+    return head, rows
+
+
+def _three(m: Metrics) -> list[str]:
+    return [f"{m.mape:.1%}", f"{m.median_ape:.1%}", f"{m.r2:.3f}"]
 
 
 def _breakdown(report: Report, key: Callable[[str], str]) -> Table:

@@ -2,9 +2,12 @@
 
 Protocol: the labelled runs in submit order; the last ``holdout`` share is predicted by a model
 fit on everything before it (early stopping and calibration blocks inside that past). The
-scikit-learn baselines learn from the same rows. Cost impact uses out-of-time predictions of
-every sweep run (expanding-window cross-validation: each block predicted by a model of the runs
-submitted before it), because the sweep points are spread over the whole calendar.
+simple baselines of :mod:`autofe.modeling.baselines` (medians, raw-column LightGBM, the
+Ernest-style fit) predict exactly those runs, and every set is judged against the best of them
+and the manual set (:func:`best_reference`). The scikit-learn models learn from the same rows.
+Cost impact uses out-of-time predictions of every sweep run (expanding-window cross-validation:
+each block predicted by a model of the runs submitted before it), because the sweep points are
+spread over the whole calendar.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from autofe.evals.cost import PolicyResult, compare_policies
 from autofe.evals.sweeps import sweep_options
 from autofe.featurespec import FeatureSpec
 from autofe.gates.admit import admitted_matrix
+from autofe.modeling.baselines import FACTS_SQL, Baseline, as_facts, score_baselines
 from autofe.modeling.dataset import Dataset
 from autofe.modeling.evaluate import Evaluation, cross_validate, evaluate_model
 from autofe.modeling.importance import gain_shares
@@ -70,9 +74,55 @@ class Report:
     holdout_runs: int
     sets: list[SetResult]
     baselines: dict[str, Metrics]
+    """Ridge and random forest on the first set's features (how much is LightGBM)."""
     task_types: dict[str, str]
     """run id → the job's task type, for the error breakdown."""
     actual: dict[str, float]
+    simple: list[Baseline] = field(default_factory=list)
+    """The simple baselines on the holdout runs, in :data:`~autofe.modeling.baselines.BASELINES`
+    order: what no feature engineering at all scores on the same runs."""
+
+    def best_simple(self) -> Baseline:
+        """The simple baseline with the lowest holdout MAPE (the first listed on a tie)."""
+        return min(self.simple, key=lambda b: b.metrics.mape)
+
+
+MANUAL = "manual"
+"""The hand-written set's name: a reference for every other set (``autofe eval report``)."""
+
+
+def best_reference(report: Report, judged: SetResult) -> tuple[str, Metrics]:
+    """The strongest row ``judged`` must beat, by MAPE: the best simple baseline, or the
+    manual set when the report holds it and ``judged`` is another set."""
+    best = report.best_simple()
+    candidates = [(best.label, best.metrics)]
+    candidates += [
+        (f"LightGBM / {s.name}", s.holdout.metrics)
+        for s in report.sets
+        if s.name == MANUAL and s is not judged
+    ]
+    return min(candidates, key=lambda c: c[1].mape)
+
+
+def verdict(m: Metrics, reference: Metrics) -> str:
+    """Which of MAPE, median APE and log-R² ``m`` beats ``reference`` on.
+
+    >>> a = Metrics(10, 0.5, 1.0, 0.20, 0.10, 0.4, 0.6)
+    >>> verdict(a, Metrics(10, 0.4, 1.0, 0.25, 0.10, 0.4, 0.6))
+    'beats it on MAPE, log-R²; not on median APE'
+    >>> verdict(a, a)
+    'beats it on no metric'
+    """
+    checks = (
+        ("MAPE", m.mape < reference.mape),
+        ("median APE", m.median_ape < reference.median_ape),
+        ("log-R²", m.r2 > reference.r2),
+    )
+    wins = [name for name, won in checks if won]
+    losses = [name for name, won in checks if not won]
+    if not wins:
+        return "beats it on no metric"
+    return f"beats it on {', '.join(wins)}" + (f"; not on {', '.join(losses)}" if losses else "")
 
 
 def build_report(
@@ -101,8 +151,10 @@ def build_report(
                 "LEFT JOIN jobs AS j ON j.job_id = r.job_id"
             ).fetchall()
         )
+        facts = {f.run_id: f for f in as_facts(con.execute(FACTS_SQL).fetchall())}
+    simple = score_baselines([facts[r] for r in first.run_ids], cut, seed)
     actual = dict(zip(first.run_ids, map(float, first.seconds), strict=True))
-    return Report(db, len(first), len(first) - cut, sets, baselines, types, actual)
+    return Report(db, len(first), len(first) - cut, sets, baselines, types, actual, simple)
 
 
 def _evaluate_set(

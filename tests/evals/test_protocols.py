@@ -10,6 +10,7 @@ import pytest
 from autofe.config import IngestSettings
 from autofe.errors import ConfigError
 from autofe.evals.protocols import (
+    evaluate_baselines,
     evaluate_protocols,
     grouped_folds,
     labelled_groups,
@@ -70,6 +71,19 @@ def test_raw_column_lightgbm_under_every_protocol(c3o_db: Path) -> None:
     # hardware hardest
     assert point.mape < grouped.mape < 0.2 and grouped.r2 > 0.8
     assert unseen.mape > grouped.mape
+
+
+def test_simple_baselines_fit_on_each_folds_training_runs(c3o_db: Path) -> None:
+    found = {(r.protocol, r.features): r for r in evaluate_baselines(c3o_db, "c3o")}
+    assert all(r.baseline and r.n_features == 0 and r.runs == 4650 for r in found.values())
+    pair, job = "job × configuration median", "job's median"
+    # a point's configuration is in training with other inputs: the pair median helps
+    assert found["point 5-fold", pair].mape < found["point 5-fold", job].mape
+    # grouped: a test run's configuration never is, so the pair falls back to the job's median
+    for protocol in ("grouped 5-fold", "leave-one-machine-type-out"):
+        assert found[protocol, pair].mape == found[protocol, job].mape
+    ernest = found["grouped 5-fold", "Ernest-style fit in total cores"]
+    assert ernest.mape < found["grouped 5-fold", job].mape  # scale-out carries to new sizes
 
 
 def test_protocol_inputs_are_checked() -> None:
