@@ -312,12 +312,19 @@ def predict_fold(
 
 
 def out_of_fold_baselines(
-    runs: Sequence[RunFacts], folds: Folds, seed: int = 0
+    runs: Sequence[RunFacts], folds: Folds, seed: int = 0, names: Sequence[str] = FOLD_BASELINES
 ) -> list[tuple[str, str, NDArray[np.float64]]]:
-    """(name, label, each run's prediction by the fold that held it out) per fold baseline."""
+    """(name, label, each run's prediction by the fold that held it out) per baseline of
+    ``names`` (:data:`FOLD_BASELINES` or some of them), in :data:`BASELINES` order.
+
+    Raises:
+        ConfigError: a name that is not a fold baseline.
+    """
+    if unknown := sorted(set(names) - set(FOLD_BASELINES)):
+        raise ConfigError(f"not baselines a fold can fit: {unknown}; known: {FOLD_BASELINES}")
     found = []
     for name, label, predict in BASELINES:
-        if name not in FOLD_BASELINES:
+        if name not in names:
             continue
         predicted = np.full(len(runs), np.nan)
         for train, test in folds:
