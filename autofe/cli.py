@@ -598,7 +598,9 @@ def run_command(
     target_mae: Annotated[
         float | None, typer.Option(help="Stop at this CV MAE (s).")
     ] = LOOP.targets.mae_s,
-    budget_seconds: Annotated[float, typer.Option(help="Wall-clock budget.")] = LOOP.budget_seconds,
+    budget_seconds: Annotated[
+        float, typer.Option(help="Safety stop (s); when it fires the result is partial.")
+    ] = LOOP.budget_seconds,
     budget_tokens: Annotated[
         int | None, typer.Option(help="LLM token budget.")
     ] = LOOP.budget_tokens,
@@ -731,6 +733,10 @@ def _print_run(run_dir: Path, metrics: dict[str, Any]) -> None:
         f"{metrics['stop_reason']}, {metrics['seconds']:.0f} s",
         highlight=False,
     )
+    if metrics.get("partial"):
+        out.print(
+            f"partial: {'; '.join(metrics['partial_reasons'])}", highlight=False, soft_wrap=True
+        )
     if metrics.get("holdout"):
         out.print(holdout_line(metrics), highlight=False, soft_wrap=True)
         report, model = RunDir(run_dir).report, metrics["model"]

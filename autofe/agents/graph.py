@@ -96,6 +96,10 @@ def over_budget(rounds: list[float], budget: float) -> bool:
     """Whether the seconds are spent, or would be by a next round as long as the last one:
     the loop stops before a round it cannot finish within the budget, not one round after.
 
+    The only stop rule that reads the clock, so a safety stop: its default
+    (:attr:`LoopSettings.budget_seconds`) is far beyond the default rounds, and a run it stops
+    is reported as partial (``autofe.pipelines.run.partial_fields``).
+
     >>> over_budget([40.0, 45.0], 120.0), over_budget([40.0, 45.0], 140.0)
     (True, False)
     """

@@ -32,6 +32,7 @@ from autofe.agents.llm import LLMSettings
 from autofe.agents.openai_backend import OpenAIBackend
 from autofe.agents.planner import OfflinePlanner
 from autofe.agents.settings import EvalSettings, LoopSettings, Targets
+from autofe.agents.state import Dropped
 from autofe.agents.toolbox import McpToolbox
 from autofe.config import IngestSettings
 from autofe.errors import AutofeError, ConfigError, LLMError, autofe_error_in
@@ -230,7 +231,9 @@ async def _loop(
     started = time.perf_counter()
     run_dir = RunDir(out)
     db, store = run_dir.warehouse, run_dir.feature_store
-    server = build_server(ServerConfig(db=db, roots=(Path(settings.workspace),), store=store))
+    roots = (Path(settings.workspace),)
+    limits = settings.loop.evaluation.limits  # one configuration of the file per process
+    server = build_server(ServerConfig(db=db, roots=roots, store=store, limits=limits))
     backend = make_backend(settings.llm, OfflinePlanner)
     async with Client(server) as client:
         ctx = LoopContext(
@@ -297,8 +300,41 @@ def run_metrics(state: dict[str, Any], seconds: float) -> dict[str, Any]:
         "tokens": state.get("tokens", 0),
         "llm": llm_summary(state.get("llm", [])),
         "stop_reason": state.get("stop_reason"),
+        **partial_fields(state.get("stop_reason"), dropped),
         "seconds": round(seconds, 2),
     }
+
+
+BUDGET_STOPS = {
+    "budget_seconds": "the --budget-seconds safety stop fired: a faster machine runs more rounds",
+    "budget_tokens": "the --budget-tokens stop fired before the rounds were done",
+}
+"""Stop reasons that leave the result short of what the rounds would have kept."""
+LIMIT_CODE = "/over_budget:"
+"""In a gate drop's reason: the dry run hit a sandbox limit or the gate's time budget, a
+refusal a faster (or idle) machine might not have made."""
+
+
+def partial_fields(stop: str | None, dropped: list[Dropped]) -> dict[str, Any]:
+    """``partial``, why, and the features refused by a time or memory limit.
+
+    The kept set is a function of the workspace and the settings only when neither a budget
+    stop nor a limit refusal decided anything; otherwise the result is partial, and says why.
+
+    >>> partial_fields("max_iterations", [])
+    {'partial': False, 'partial_reasons': [], 'limit_refusals': []}
+    >>> partial_fields("budget_seconds", [])["partial_reasons"][0][:23]
+    'the --budget-seconds sa'
+    """
+    refusals = [
+        {"name": d["name"], "iteration": d["iteration"], "reason": d["reason"]}
+        for d in dropped
+        if d["stage"].startswith("gate:") and LIMIT_CODE in d["reason"]
+    ]
+    reasons = [BUDGET_STOPS[stop]] if stop in BUDGET_STOPS else []
+    if refusals:
+        reasons.append(f"{len(refusals)} features refused by a time or memory limit")
+    return {"partial": bool(reasons), "partial_reasons": reasons, "limit_refusals": refusals}
 
 
 def llm_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:

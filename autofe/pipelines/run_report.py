@@ -66,7 +66,7 @@ def report_page(out: Path, metrics: Mapping[str, Any], kept: Sequence[Feature]) 
         f"{metrics['tokens']} LLM tokens.</p>",
         '<section class="headline" id="headline">',
         *sections.headline(metrics),
-        *stop_sentences(metrics.get("stop_reason")),
+        *stop_sentences(metrics.get("stop_reason"), metrics.get("partial_reasons")),
         "</section>",
         "<h2>Predicted vs actual on the holdout</h2>",
         *sections.predicted_vs_actual(rows),
@@ -89,20 +89,30 @@ def report_page(out: Path, metrics: Mapping[str, Any], kept: Sequence[Feature]) 
     )
 
 
-def stop_sentences(reason: str | None) -> list[str]:
-    """Why the loop stopped, in words, and whether the result is partial.
+def stop_sentences(reason: str | None, partial: Sequence[str] | None = None) -> list[str]:
+    """Why the loop stopped, in words, and whether the result is partial and why.
 
-    >>> stop_sentences("max_iterations")[1]
-    '<p>The result is complete: no budget cut the loop short.</p>'
+    ``partial`` is ``metrics.json``'s ``partial_reasons`` (a budget stop, features refused by
+    a time limit); a run written before it existed is partial when a budget stopped it.
+
+    >>> stop_sentences("max_iterations", [])[1]
+    '<p>The result is complete: the rounds asked for decided it, no budget or time limit.</p>'
+    >>> "2 features refused" in stop_sentences("max_iterations", ["2 features refused"])[1]
+    True
     """
     words = f"{reason} ({STOP_WORDS[reason]})" if reason in STOP_WORDS else str(reason)
-    if reason in PARTIAL:
+    why = list(partial) if partial is not None else [words] if reason in PARTIAL else []
+    if why:
         verdict = (
-            '<p class="partial">Partial result: the loop was cut short by its budget, so the '
-            "model is what that budget allowed; a larger budget may keep more features.</p>"
+            '<p class="partial">Partial result: '
+            + esc("; ".join(why))
+            + ". The model is what the budget or limit allowed, not what the rounds asked for "
+            "would keep; a larger budget or a less loaded machine may keep more features.</p>"
         )
     else:
-        verdict = p("The result is complete: no budget cut the loop short.")
+        verdict = p(
+            "The result is complete: the rounds asked for decided it, no budget or time limit."
+        )
     return [p(f"Stopped: {words}."), verdict]
 
 
