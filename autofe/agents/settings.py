@@ -84,17 +84,17 @@ class LoopSettings:
     targets: Targets = field(default_factory=Targets)
     max_iterations: int = 2
     """Rounds: with ``per_round`` and the targets, what decides the kept set (never the clock).
-    Measured on the shipped example (benchmarks/cycle.py, 2 cores, another process busy
-    beside it): two rounds of 70 took 207 s for the whole command (ingest and final fit
-    included), three rounds 316 s; a round costs 70-100 s, so two is what fits the issue's
-    3 minutes on an idle machine. The third round cut CV MAPE from 29 % to 27 %.
+    Measured on the shipped example (benchmarks/cycle.py, 2 cores, commit 2bc0620): two rounds
+    of 70 take 103 s for the whole command (ingest and final fit included) with others' work
+    beside it, 188 s beside two CPU burners, the same catalog both times. Three rounds (commit
+    6b8a856, busy machine) took 316 s; the third cut CV MAPE from 29 % to 27 %.
     """
     budget_seconds: float = 1800.0
     """A safety stop, not a setting of the result: the rounds decide what is kept, and the loop
-    stops on the clock only if a run takes about nine times the 207 s the default rounds took
-    on a busy 2-core machine (a hung backend, a far larger workspace). When it fires the result
-    is reported as partial (``metrics.json``, the report, the CLI), since a faster machine
-    would have finished more rounds."""
+    stops on the clock only if a run takes about ten times the 188 s the default rounds took
+    beside two CPU burners on 2 cores (a hung backend, a far larger workspace). When it fires
+    the result is reported as partial (``metrics.json``, the report, the CLI), since a faster
+    machine would have finished more rounds."""
     budget_tokens: int | None = None
     per_round: int = 70
     min_proposals: int = 0
