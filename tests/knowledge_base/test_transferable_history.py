@@ -1,0 +1,142 @@
+"""The transferable-history recipes against values computed by hand on a tiny warehouse.
+
+Job ``j1`` ran on four cluster sizes (P = 2, 8, 16, 32: one worker, two workers, zero workers
+and an autoscaling cluster), with a failed run and a run still going at the targets' submission
+that no feature may read. The Ernest fit is checked against scipy's NNLS on the same rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy.optimize import nnls  # type: ignore[import-untyped]
+
+from autofe.knowledge_base.corpus import load_corpus, recipe_spec
+from autofe.sandbox.session import Sandbox
+from autofe.warehouse.connect import open_warehouse
+from autofe.warehouse.write import insert_rows
+
+DOC = next(d for d in load_corpus() if d.id == "transferable-history")
+T0 = datetime(2024, 1, 1)
+CONFIGS = [
+    {"config_id": "c2", "vcpu_per_node": 2.0, "memory_gb_per_node": 4.0, "num_workers": 1},
+    {"config_id": "c8", "vcpu_per_node": 4.0, "memory_gb_per_node": 16.0, "num_workers": 2},
+    {"config_id": "c16", "vcpu_per_node": 16.0, "memory_gb_per_node": 64.0, "num_workers": 0},
+    {"config_id": "c32", "vcpu_per_node": 4.0, "memory_gb_per_node": 8.0, "autoscale_max": 8},
+]
+P = {"c2": 2.0, "c8": 8.0, "c16": 16.0, "c32": 32.0}
+HISTORY = [  # (run, job, config, duration, status, script): the j1 history, one hour apart
+    ("h1", "j1", "c2", 260.0, "SUCCEEDED", None),
+    ("h2", "j1", "c8", 95.0, "SUCCEEDED", None),
+    ("h3", "j1", "c2", 240.0, "SUCCEEDED", "v2"),
+    ("h4", "j1", "c16", 70.0, "SUCCEEDED", "v2"),
+    ("h5", "j1", "c8", 30.0, "FAILED", "v2"),
+    ("h6", "j1", "c32", 120.0, "SUCCEEDED", "v2"),
+    ("h7", "j1", "c8", 88.0, "SUCCEEDED", "v2"),
+    ("k1", "j2", "c2", 50.0, "SUCCEEDED", None),
+    ("k2", "j2", "c8", 20.0, "SUCCEEDED", None),
+    ("m1", "j3", "c8", 10.0, "SUCCEEDED", None),
+    ("m2", "j3", "c8", 11.0, "SUCCEEDED", None),
+    ("m3", "j3", "c8", 12.0, "SUCCEEDED", None),
+]
+TARGETS = [("t8", "j1", "c8"), ("t16", "j1", "c16"), ("u2", "j2", "c2"), ("u8", "j3", "c8")]
+SUBMIT = T0 + timedelta(hours=len(HISTORY) + 1)
+
+
+def _run(run_id: str, job: str, config: str, submit: datetime, seconds: float) -> dict[str, Any]:
+    end = submit + timedelta(seconds=seconds)
+    return {"run_id": run_id, "job_id": job, "cluster_config_id": config,
+            "submit_time": submit, "start_time": submit, "end_time": end,
+            "duration_s": seconds, "source": "test"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def values(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    db = tmp_path_factory.mktemp("transfer") / "w.duckdb"
+    runs = []
+    for i, (run_id, job, config, seconds, status, script) in enumerate(HISTORY):
+        row = _run(run_id, job, config, T0 + timedelta(hours=i), seconds)
+        runs.append({**row, "status": status, "script_text": script})
+    # still running when the targets are submitted: long, and on a size of its own
+    runs.append({**_run("late", "j1", "c2", SUBMIT - timedelta(minutes=5), 9000.0),
+                 "status": "SUCCEEDED"})  # fmt: skip
+    for run_id, job, config in TARGETS:
+        runs.append({**_run(run_id, job, config, SUBMIT, 1.0), "status": "SUCCEEDED",
+                     "script_text": "v2" if job == "j1" else None})  # fmt: skip
+    con = open_warehouse(db)
+    insert_rows(con, "cluster_configs", [{**c, "source": "test"} for c in CONFIGS])
+    jobs = [
+        {"job_id": j, "name": j, "script_text": "v1", "source": "test"} for j in ("j1", "j2", "j3")
+    ]
+    insert_rows(con, "jobs", jobs)
+    insert_rows(con, "runs", runs)
+    insert_rows(con, "stages", [
+        {"app_key": f"a-{run}", "run_id": run, "stage_id": k, "attempt_id": 0, "input_bytes": b}
+        for run, k, b in (("h1", 0, 600), ("h1", 1, 400), ("h2", 0, 3000), ("late", 0, 10**9))
+    ])  # fmt: skip
+    con.close()
+    with Sandbox.open(db) as sandbox:
+        return {r.name: dict(sandbox.query(recipe_spec(DOC, r).sql).rows) for r in DOC.recipes}
+
+
+def _j1_history() -> tuple[np.ndarray, np.ndarray]:
+    """The rows an Ernest fit for j1's targets may use: successful, ended before submission."""
+    rows = [(P[c], s) for _, j, c, s, st, _ in HISTORY if j == "j1" and st == "SUCCEEDED"]
+    p, seconds = np.array(rows).T
+    return p, seconds
+
+
+def _ernest_by_hand(p_target: float) -> float:
+    p, y = _j1_history()
+    terms = np.column_stack([np.ones_like(p), 1 / p, np.log(p), p])
+    coef, _ = nnls(terms / y[:, None], np.ones(len(y)))
+    assert 0 < np.count_nonzero(coef) < 4  # the bounds bind: a real NNLS, not plain least squares
+    return float(coef @ [1.0, 1 / p_target, np.log(p_target), p_target])
+
+
+@pytest.mark.parametrize(("run_id", "cores"), [("t8", 8.0), ("t16", 16.0)])
+def test_ernest_fit_matches_scipy_nnls(
+    values: dict[str, dict[str, Any]], run_id: str, cores: float
+) -> None:
+    assert values["ernest_job_fit_s"][run_id] == pytest.approx(_ernest_by_hand(cores), rel=1e-6)
+
+
+def test_ernest_fit_needs_three_runs_on_two_sizes(values: dict[str, dict[str, Any]]) -> None:
+    fit = values["ernest_job_fit_s"]
+    assert fit["u2"] is None  # two earlier runs
+    assert fit["u8"] is None  # three on one size
+    assert fit["h3"] is None and fit["h4"] is not None  # h4 sees h1-h3 on sizes 2 and 8
+
+
+def test_medians_read_only_finished_successful_runs(values: dict[str, dict[str, Any]]) -> None:
+    assert values["history_job_config_median_s"]["t8"] == pytest.approx(np.median([95.0, 88.0]))
+    assert values["history_job_config_median_s"]["t16"] == 70.0
+    assert values["history_job_config_median_s"]["h1"] is None  # no earlier run at all
+    # h4 is j1's first run on c16: the median of its earlier runs on any configuration
+    assert values["history_job_config_median_s"]["h4"] == pytest.approx(np.median([260.0, 95, 240]))
+    assert values["history_job_config_runs"]["h4"] == 0.0
+    assert values["history_job_config_runs"]["t8"] == 2.0  # h2, h7; not h5 (failed)
+    # v2 ran as h3, h4, h6, h7 (h5 failed); the job's own script v1 as h1, h2
+    assert values["history_job_script_median_s"]["t8"] == pytest.approx(
+        np.median([240.0, 70.0, 120.0, 88.0])
+    )
+    assert values["history_job_script_median_s"]["h3"] is None
+
+
+def test_core_seconds_and_hardware_are_rescaled_to_the_run(
+    values: dict[str, dict[str, Any]],
+) -> None:
+    p, y = _j1_history()
+    for run_id, cores in (("t8", 8.0), ("t16", 16.0)):
+        expected = float(np.median(p * y)) / cores
+        assert values["history_core_seconds_rescaled_s"][run_id] == pytest.approx(expected)
+    # h1 read 1000 bytes and h2 3000 (the late run's 1e9 is not known yet)
+    assert values["history_input_bytes_per_core_rescaled"]["t16"] == pytest.approx(2000.0 / 16)
+    assert values["history_input_bytes_per_core_rescaled"]["h2"] == pytest.approx(1000.0 / 8)
+    configs = {h[0]: h[2] for h in HISTORY} | {"late": "c2"} | {t[0]: t[2] for t in TARGETS}
+    assert values["cluster_total_cores"] == {run: P[c] for run, c in configs.items()}
+    assert values["cluster_total_memory_gb"]["t16"] == 64.0
+    assert values["cluster_total_memory_gb"]["t8"] == 32.0
