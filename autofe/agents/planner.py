@@ -7,11 +7,17 @@ in this order each round:
    profile lists, as it is (a number, or a category when its values are not all numbers):
    what an engineer looks at first, and what a protocol on unseen hardware still has when
    every history feature is blind; the hardware facts of the run's cluster (node type, vCPU,
-   memory, workers, price) when the warehouse has them; and **scale-out terms** in the spirit
-   of Ernest: every size (a numeric profile column, the bytes of the tables the script reads)
-   per task slot and per GiB of cluster memory, which is what carries a job to hardware it has
-   never run on (a tree cannot divide two features by itself; a log or inverse of one feature
-   adds nothing to a tree, so only the ratios are proposed).
+   memory, workers, price) when the warehouse has them; then **transferable history** (the
+   recipes of :data:`TRANSFER_DOC`: the job's medians per configuration and per script, its
+   core-seconds rescaled to the run's cores, a per-job Ernest fit, total cores and memory)
+   whenever the workspace has runs, ahead of everything that may not fit the round (the
+   example's profile columns and scale-out terms alone are 78), because the what-if questions
+   the product answers (a job on a configuration it has not run on) need them whatever the
+   retrieval ranks first; and **scale-out terms** in the spirit of Ernest: every size (a
+   numeric profile column, the bytes of the tables the script reads) per task slot and per
+   GiB of cluster memory, which is what carries a job to hardware it has never run on (a tree
+   cannot divide two features by itself; a log or inverse of one feature adds nothing to a
+   tree, so only the ratios are proposed).
 1. **Recipes** of the retrieved documents (the analyzer retrieves with the workspace profile in
    round 0 and with the evaluator's feedback later), rendered with their default parameters,
    skipping recipes that read a table this workspace has no rows in.
@@ -49,6 +55,7 @@ TOP_COMBINE = 8
 SLOTS_RECIPE = "cores_task_slots"
 MEMORY_PER_SLOT_RECIPE = "cores_memory_per_slot_gb"
 SIZE_RECIPES = ("tablestats_input_bytes", "tablestats_pruned_bytes_estimate")
+TRANSFER_DOC = "transferable-history"
 _NAME_TAIL = re.compile(r"[^a-z0-9_]+")
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 _IDENTIFIER = re.compile(r"(^|[_.\-])[iI][dD]$|[a-z]Id$")
@@ -90,6 +97,7 @@ class OfflinePlanner:
     def _drafts(self, request: ProposalRequest, empty: set[str]) -> Iterator[Drafted]:
         kept = request.feedback.get("kept", [])
         yield from profile_columns(request.profile)
+        yield from self._transfer(request.profile, empty)
         yield from self._scale_out(request.profile, empty)
         yield from self._recipes(request, empty)
         yield from self._variants(kept, empty)
@@ -114,6 +122,17 @@ class OfflinePlanner:
         for size in [*numeric_profile_columns(profile), *self._sizes(empty)]:
             yield _drafted(scaled(size, (slots,), "per_slot"), origin="scale-out")
             yield _drafted(scaled(size, (slots, per_slot), "per_gb"), origin="scale-out")
+
+    def _transfer(self, profile: Mapping[str, Any], empty: set[str]) -> Iterator[Drafted]:
+        """Every recipe of :data:`TRANSFER_DOC` when the profile shows runs (skipping those that
+        read an empty table): history in units that carry to another configuration."""
+        doc = self._docs.get(TRANSFER_DOC)
+        if doc is None or not profile.get("tables", {}).get("runs", {}).get("rows", 0):
+            return
+        for recipe in doc.recipes:
+            spec = recipe_spec(doc, recipe)
+            if not reads_any(spec.sql, empty):
+                yield _drafted(spec, origin=recipe.name)
 
     def _sizes(self, empty: set[str]) -> Iterator[FeatureSpec]:
         for name in SIZE_RECIPES:

@@ -9,6 +9,7 @@ import pytest
 
 from autofe.agents.llm import KnowledgeSnippet, ProposalRequest
 from autofe.agents.planner import (
+    TRANSFER_DOC,
     OfflinePlanner,
     combinations,
     is_combination,
@@ -158,3 +159,34 @@ def _recipe_values(db: Path, names: tuple[str, ...]) -> tuple[dict[str, Any], ..
     recipes = {r.name: (d, r) for d in DOCS for r in d.recipes}
     with Sandbox.open(db) as sandbox:
         return tuple(dict(sandbox.query(recipe_spec(*recipes[n]).sql).rows) for n in names)
+
+
+def test_transferable_history_comes_in_round_zero_whatever_is_retrieved() -> None:
+    """The what-if recipes follow the profile columns, before the scale-out terms and any
+    retrieved recipe; one reading an empty table is left out, and without runs none is."""
+    transfer = next(d for d in DOCS if d.id == TRANSFER_DOC)
+    profile = {
+        "tables": {"runs": {"rows": 10, "columns": {}}},
+        "attribute_types": {"tag.lab_scale_factor": "DOUBLE"},
+        "cluster_columns": ["vcpu_per_node"],
+        "empty_tables": ["stages", "table_stats"],
+    }
+    planner = OfflinePlanner(DOCS)
+    batch = planner.propose(_request([DOCS[0].id], profile=profile, max_proposals=500))
+    names = [p.name for p in batch.proposals]
+    expected = [
+        r.name for r in transfer.recipes if r.name != "history_input_bytes_per_core_rescaled"
+    ]
+    assert "ernest_job_fit_s" in expected and "history_core_seconds_rescaled_s" in expected
+    assert names == [
+        "attr_tag_lab_scale_factor",
+        "cluster_vcpu_per_node",
+        *expected,
+        "attr_tag_lab_scale_factor_per_slot",
+        "attr_tag_lab_scale_factor_per_gb",
+        *(r.name for r in DOCS[0].recipes),
+    ]
+    no_runs = {**profile, "tables": {"runs": {"rows": 0, "columns": {}}}}
+    batch = planner.propose(_request([], profile=no_runs, max_proposals=500))
+    assert TRANSFER_DOC not in {ref for p in batch.proposals for ref in p.kb_refs}
+    assert len(batch.proposals) == 4  # the profile columns and scale-out terms alone
