@@ -154,6 +154,7 @@ def checked_artifact(obj: object, where: Path) -> Artifact:
         if item is not None and not all(isinstance(v, item) for v in _held(value)):
             raise ModelError(f"{where}: the model's {name} holds something not a {item.__name__}")
     model = obj.model
+    _check_residual(model.residual, where)
     calibration = model.calibration
     arrays = (calibration.residuals, calibration.folds, *calibration.by_job.values())
     if calibration.residuals.dtype != np.float64 or any(a.dtype.kind != "i" for a in arrays[1:]):
@@ -165,6 +166,18 @@ def checked_artifact(obj: object, where: Path) -> Artifact:
         reason = f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
         raise ModelError(f"{where}: a feature spec in the model is invalid ({reason})") from exc
     return replace(obj, specs=specs)
+
+
+def _check_residual(residual: object, where: Path) -> None:
+    """The anchored booster is optional: None, or a fitted regressor."""
+    from lightgbm import Booster, LGBMRegressor
+
+    if residual is None:
+        return
+    if not isinstance(residual, LGBMRegressor) or not isinstance(
+        getattr(residual, "booster_", None), Booster
+    ):
+        raise ModelError(f"{where}: the model's residual is a {type(residual).__name__}")
 
 
 def _parts() -> tuple[tuple[str, type, type | None], ...]:
@@ -182,6 +195,10 @@ def _parts() -> tuple[tuple[str, type, type | None], ...]:
         ("model.folds", tuple, Booster),
         ("model.features", tuple, str),
         ("model.trees", int, None),
+        ("model.anchors", tuple, int),
+        ("model.residual_folds", tuple, Booster),
+        ("model.residual_trees", int, None),
+        ("model.anchor_shares", tuple, float),
         ("model.window", tuple, datetime),
         ("model.encoder", Encoder, None),
         ("model.encoder.vocab", dict, tuple),

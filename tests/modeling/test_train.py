@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import duckdb
 import numpy as np
 import pytest
@@ -9,8 +11,9 @@ import pytest
 from autofe.errors import ConfigError
 from autofe.modeling.conformal import LEVELS
 from autofe.modeling.dataset import FeatureValues, build_dataset, labelled_runs
+from autofe.modeling.importance import gain_shares
 from autofe.modeling.metrics import coverage, score
-from autofe.modeling.train import fit
+from autofe.modeling.train import anchor_log, fit
 
 
 def test_model_is_accurate_and_its_intervals_cover(
@@ -60,3 +63,53 @@ def test_too_few_runs_or_no_features_are_clear_errors(
         fit(build_dataset(runs[:10], c3o_values))
     with pytest.raises(ConfigError, match="no features"):
         fit(build_dataset(runs[:100], {}))
+
+
+def _anchored_runs(
+    n: int, seed: int, flag_factor: float
+) -> tuple[list[tuple[str, str, datetime, float]], FeatureValues]:
+    """Runs of 5 jobs whose duration is ``history_s`` (an estimate from earlier runs) with 5 %
+    noise, times ``flag_factor`` when ``flag`` is set (3 runs in 10); ``size`` is an amount in proportion, not
+    seconds; the first 20 runs have no history (a new job)."""
+    rng = np.random.default_rng(seed)
+    start = datetime(2024, 1, 1)
+    runs, history, size, flag = [], {}, {}, {}
+    for i in range(n):
+        run_id, base = f"r{i:04d}", 10.0 * (1 + i % 5)
+        on = bool(rng.random() < 0.3)
+        seconds = base * (flag_factor if on else 1.0) * float(np.exp(rng.normal(0, 0.05)))
+        runs.append((run_id, f"job{i % 5}", start + timedelta(minutes=i), seconds))
+        history[run_id] = None if i < 20 else base
+        size[run_id], flag[run_id] = base * 1000.0, float(on)
+    return runs, {"history_s": history, "size": size, "flag": flag}
+
+
+def test_a_runtime_estimate_anchors_the_model_and_trees_move_it_only_where_it_helps() -> None:
+    runs, values = _anchored_runs(400, 0, 1.0)
+    data = build_dataset(runs, values)
+    model = fit(data)
+    assert [data.features[c] for c in model.anchors] == ["history_s"]  # not size, not flag
+    assert model.residual is None  # the anchor alone is right: no tree can help
+    history = data.x[:, data.features.index("history_s")]
+    anchored = np.isfinite(history)
+    assert np.allclose(model.predict_seconds(data.x)[anchored], history[anchored])
+    assert gain_shares(model)["history_s"] >= 0.9
+
+    runs, values = _anchored_runs(400, 1, 2.0)  # the anchor misses what `flag` doubles
+    data = build_dataset(runs, values)
+    model = fit(data)
+    assert model.residual is not None and model.residual_trees > 0
+    predicted = model.predict_seconds(data.x)
+    assert score(data.seconds[20:], predicted[20:]).mape < 0.1
+    shares = gain_shares(model)
+    assert shares["flag"] > 0.1 and shares["history_s"] > 0.3
+
+
+def test_runs_without_an_anchor_get_the_plain_booster() -> None:
+    runs, values = _anchored_runs(400, 2, 2.0)
+    data = build_dataset(runs, values)
+    model = fit(data)
+    x = data.x[:20].copy()  # no history: the plain booster's predictions
+    plain = np.exp(model.booster.booster_.predict(x))
+    assert np.all(np.isnan(anchor_log(x, model.anchors)))
+    assert np.array_equal(model.predict_seconds(x), plain)
