@@ -4,7 +4,10 @@ The extractor has already gated and materialised the round's candidates. Here ea
 screened for usefulness on the training runs (coverage, constant, NaN) and for stability over
 time (PSI), then the feature set with the new features is scored by time-ordered
 cross-validation under a monotone rule: a round may only keep features if the CV score of the
-whole set stays at least the best so far (less a small tolerance).
+whole set stays at least the best so far (less a small tolerance). The set is also scored on
+configurations held out with their outcomes hidden (the what-if score, :mod:`autofe.agents.whatif`),
+and a round may not make that worse either: history that is perfect for the next rerun but says
+nothing on a configuration the job has not run on is dropped there.
 
 Everything here sees only the training runs: the labelled runs minus the latest ``holdout``
 share by submit time, which stay unseen until the final report. Selecting features on the runs
@@ -27,6 +30,7 @@ from numpy.typing import NDArray
 from autofe.agents.context import LoopContext, Node
 from autofe.agents.settings import EvalSettings
 from autofe.agents.state import Dropped, EvalVerdict, Feature, Iteration, LoopState
+from autofe.agents.whatif import MaskedCache, WhatIfRound, whatif_folds
 from autofe.errors import ConfigError
 from autofe.modeling.dataset import LABELLED_SQL, Labelled, Value, as_labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, cross_validate
@@ -53,14 +57,26 @@ def evaluate_node(ctx: LoopContext) -> Node:
     """The node: the round's decisions, its record, and the feedback for the next round (the
     stop rule is the graph's, :func:`autofe.agents.graph.stop_after`)."""
 
+    cache = MaskedCache()  # the kept features' masked values, computed once per loop
+
     async def evaluate(state: LoopState) -> dict[str, Any]:
         started = ctx.clock()
         iteration = state.get("iteration", 0)
         new = state.get("candidates", [])
-        best = best_r2(state.get("history", []))
+        history = state.get("history", [])
         kept = state.get("kept", [])
         settings = ctx.settings.evaluation
-        result = evaluate_round(ctx.db, ctx.store, kept, new, iteration, best, settings)
+        result = evaluate_round(
+            ctx.db,
+            ctx.store,
+            kept,
+            new,
+            iteration,
+            best_r2(history),
+            settings,
+            best_whatif=best_whatif(history),
+            cache=cache,
+        )
         score = {"r2": result.cv.r2, "mape": result.cv.mape, "mae_s": result.cv.mae_s}
         seconds = {**state.get("phase_seconds", {}), "evaluate": ctx.clock() - started}
         record = Iteration(
@@ -71,6 +87,7 @@ def evaluate_node(ctx: LoopContext) -> Node:
             features=len(kept) + len(result.kept),
             cv_r2=result.cv.r2,
             cv_mape=result.cv.mape,
+            whatif_mape=result.whatif_mape,
             seconds={k: round(v, 3) for k, v in seconds.items()},
             tokens=state.get("tokens", 0),
             malformed=sum(
@@ -110,6 +127,16 @@ def best_r2(history: Sequence[Iteration]) -> float | None:
     return max(scores, default=None)
 
 
+def best_whatif(history: Sequence[Iteration]) -> float | None:
+    """The lowest what-if MAPE so far (None before any, or when none was scored).
+
+    >>> best_whatif([{"whatif_mape": 0.3}, {"whatif_mape": 0.2}, {}])  # type: ignore[list-item]
+    0.2
+    """
+    scores = [m for h in history if math.isfinite(m := h.get("whatif_mape", math.nan))]
+    return min(scores, default=None)
+
+
 @dataclass
 class RoundResult:
     """One round's decisions: features kept and dropped here, the set's CV score, feedback."""
@@ -122,6 +149,10 @@ class RoundResult:
     """Time-ordered CV of the feature set after this round (``n == 0`` when it is empty)."""
     feedback: dict[str, Any]
     seconds: float
+    whatif_mape: float = math.nan
+    """MAPE of the set after this round on held-out configurations (NaN: not scored)."""
+    whatif_seconds: float = 0.0
+    """Of ``seconds``, those the what-if folds took (masked copies, their values, the fits)."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +218,9 @@ def evaluate_round(
     iteration: int,
     best_r2: float | None,
     settings: EvalSettings = DEFAULT_SETTINGS,
+    *,
+    best_whatif: float | None = None,
+    cache: MaskedCache | None = None,
 ) -> RoundResult:
     """Decide which of a round's accepted features to keep, score the set, write feedback.
 
@@ -196,7 +230,8 @@ def evaluate_round(
     its score) stands. So each iteration improves or keeps the holdout-free CV score, and a
     round of noise cannot undo earlier progress. New features with zero gain in the fit on all
     training runs are dropped before their set is cross-validated, so the reported score is
-    exactly that of the kept set.
+    exactly that of the kept set. The set CV chose must then pass the what-if rule
+    (:func:`_whatif_screen`); features it drops get the stage ``whatif``.
 
     Args:
         db: the warehouse (labelled runs, job names).
@@ -206,10 +241,12 @@ def evaluate_round(
         iteration: the round number stamped on kept and dropped items.
         best_r2: the best CV R² so far (None on the first round: anything is accepted).
         settings: splits, thresholds, seed.
+        best_whatif: the lowest what-if MAPE so far (None: no earlier what-if score).
+        cache: masked values of earlier rounds' features (a new one computes them all).
 
     Returns:
         The new features kept and dropped here (previous ``kept`` are not repeated), the CV
-        metrics of the resulting set, and the feedback for the next round.
+        and what-if metrics of the resulting set, and the feedback for the next round.
 
     Raises:
         WarehouseError: the warehouse or the store is missing or unreadable.
@@ -227,17 +264,31 @@ def evaluate_round(
     values |= {s.name: stored[s.feature_id] for s in survivors}
     base = tuple(k["name"] for k in kept)
     tried = _choose(train, values, base, tuple(s.name for s in survivors), best_r2, settings)
-    chosen = tried[-1]
+    whatif_started = time.perf_counter()
+    in_play = [*kept, *(s.feature for s in survivors)]
+    judge = _whatif_round(db, runs, train, in_play, settings, cache or MaskedCache())
+    rule = _Rule(train, values, base, best_r2, best_whatif, settings)
+    screened = _whatif_screen(tried[-1], judge, rule) if judge else _Screened([], {})
+    chosen = (screened.trials or tried)[-1]
+    whatif_mape = judge.mape(chosen.names) if judge else math.nan
+    whatif_seconds = time.perf_counter() - whatif_started
     kept_now = [_kept(s, chosen, iteration) for s in survivors if s.name in chosen.names]
-    dropped += [d for s in survivors if (d := _lifted(s, tried, best_r2, settings, iteration))]
+    dropped += [
+        d for s in survivors if (d := _lifted(s, tried, chosen, screened.reasons, rule, iteration))
+    ]
     categories = {k["name"]: k["category"] for k in kept}
     categories |= {s.name: s.feature["category"] for s in survivors}
     jobs = {r[0]: r[1] for r in train}
     feedback = _feedback(chosen, dropped, categories, jobs, job_names)
+    feedback["whatif"] = {"mape": _number(whatif_mape), "folds": len(judge.folds) if judge else 0}
     metrics = chosen.evaluation.metrics if chosen.evaluation else _no_metrics()
-    log.info("round %d: kept %d of %d, CV R² %.4f", iteration, len(kept_now), len(new), metrics.r2)
+    log.info(
+        "round %d: kept %d of %d, CV R² %.4f, what-if MAPE %.4f (%.1f s)",
+        *(iteration, len(kept_now), len(new), metrics.r2, whatif_mape, whatif_seconds),
+    )
+    seconds = round(time.perf_counter() - started, 3)
     return RoundResult(
-        kept_now, dropped, metrics, feedback, round(time.perf_counter() - started, 3)
+        kept_now, dropped, metrics, feedback, seconds, whatif_mape, round(whatif_seconds, 3)
     )
 
 
@@ -372,19 +423,136 @@ def _kept(survivor: _Survivor, chosen: _Trial, iteration: int) -> Feature:
 def _lifted(
     survivor: _Survivor,
     tried: Sequence[_Trial],
-    best_r2: float | None,
-    settings: EvalSettings,
+    chosen: _Trial,
+    whatif: Mapping[str, str],
+    rule: _Rule,
     iteration: int,
 ) -> Dropped | None:
-    """Why a survivor is not in the chosen set (None when it is)."""
-    chosen = tried[-1]
+    """Why a survivor is not in the ``chosen`` set (None when it is); ``tried`` are the sets
+    the CV rule scored, ``whatif`` the what-if rule's reasons."""
     if survivor.name in chosen.names:
         return None
+    if survivor.name in whatif:
+        return _dropped(survivor.name, "whatif", whatif[survivor.name], iteration)
     if survivor.name in chosen.pruned or survivor.name in tried[0].pruned:
         return _dropped(survivor.name, "lift", "no gain", iteration)
     scores = " then ".join(f"{t.r2:.4f}" for t in tried[:-1])
-    reason = f"CV R² {scores} with it < best {best_r2:.4f} − tolerance {settings.tolerance}"
+    tol = rule.settings.tolerance
+    reason = f"CV R² {scores} with it < best {rule.best_r2:.4f} − tolerance {tol}"
     return _dropped(survivor.name, "lift", reason, iteration)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """What a round's candidate sets are judged against: the training runs and values, the set
+    kept before, the best scores so far and the tolerances."""
+
+    train: Labelled
+    values: Mapping[str, Mapping[str, Value]]
+    base: tuple[str, ...]
+    best_r2: float | None
+    best_whatif: float | None
+    settings: EvalSettings
+
+    def rescore(self, new: tuple[str, ...]) -> _Trial:
+        return _trial(self.train, self.values, self.base, new, self.settings)
+
+    def new_in(self, trial: _Trial) -> list[str]:
+        return [n for n in trial.names if n not in self.base]
+
+
+@dataclass(frozen=True)
+class _Screened:
+    """The what-if stage: the sets it scored after the CV choice, and why it dropped features."""
+
+    trials: list[_Trial]
+    reasons: dict[str, str]
+
+
+def _whatif_round(
+    db: Path,
+    runs: Labelled,
+    train: Labelled,
+    features: Sequence[Feature],
+    settings: EvalSettings,
+    cache: MaskedCache,
+) -> WhatIfRound | None:
+    """The round's what-if scorer; None when it is off (infinite tolerance) or the training
+    runs cannot support configuration folds (one configuration, too few runs)."""
+    if math.isinf(settings.whatif_tolerance) or not features:
+        return None
+    holdout = [r[0] for r in runs[len(train) :]]
+    folds = whatif_folds(db, train, holdout, settings.limits)
+    if not folds:
+        log.info("no what-if score: the training runs cannot fill configuration folds")
+        return None
+    values = cache.out_of_fold(db, folds, features, settings.limits)
+    return WhatIfRound(train, folds, values, settings.seed)
+
+
+def _whatif_screen(chosen: _Trial, judge: WhatIfRound, rule: _Rule) -> _Screened:
+    """The what-if rule on the set CV chose: its what-if MAPE may exceed neither the best so
+    far nor that of the same set without the round's outcome-reading features, by more than
+    the tolerance. Where it does, the outcome-reading new features are dropped greedily, the
+    most harmful half first (harm: gain share × the share of runs whose value changes when
+    their configuration is held out), each smaller set scored again by CV and what-if; when
+    none is left and the set still fails, the previous set stands.
+
+    At most about log2(n) + 2 what-if scores for n outcome-reading features.
+    """
+    new = rule.new_in(chosen)
+    if not new:
+        return _Screened([], {})
+    change = {n: judge.changed(n, rule.values[n]) for n in new}
+    harm = {n: change[n] * chosen.shares.get(n, 0.0) for n in new}
+    harmful = sorted((n for n in new if change[n] > 0.0), key=lambda n: (-harm[n], n))
+    limit, reference = _whatif_limit(chosen, harmful, judge, rule)
+    reasons: dict[str, str] = {}
+    trials: list[_Trial] = []
+    current = chosen
+    while not _passes(current, judge, rule, limit):
+        left = [n for n in harmful if n in current.names]
+        why = _whatif_reason(current, judge, limit, reference, rule)
+        drop = left[: math.ceil(len(left) / 2)] or rule.new_in(current)
+        reasons |= {n: f"{why}; values change on {change[n]:.0%} of runs held out" for n in drop}
+        current = rule.rescore(tuple(n for n in rule.new_in(current) if n not in drop))
+        trials.append(current)
+    return _Screened(trials, reasons)
+
+
+def _whatif_limit(
+    chosen: _Trial, harmful: Sequence[str], judge: WhatIfRound, rule: _Rule
+) -> tuple[float, str]:
+    """The highest what-if MAPE the round's set may score, and what it was derived from."""
+    refs = []
+    if rule.best_whatif is not None:
+        refs.append((rule.best_whatif, "best so far"))
+    without = [n for n in chosen.names if n not in harmful]
+    if harmful and without:
+        refs.append((judge.mape(without), "the set without the round's outcome-reading features"))
+    refs = [(m, what) for m, what in refs if math.isfinite(m)]
+    if not refs:
+        return math.inf, "nothing to compare with"
+    best, what = min(refs)
+    return best + rule.settings.whatif_tolerance, f"{what} {best:.4f}"
+
+
+def _passes(trial: _Trial, judge: WhatIfRound, rule: _Rule, limit: float) -> bool:
+    """The previous set always stands; a larger one must pass both rules."""
+    if set(trial.names) == set(rule.base):
+        return True
+    cv_ok = _acceptable(trial, rule.base, rule.best_r2, rule.settings.tolerance)
+    return cv_ok and not judge.mape(trial.names) > limit
+
+
+def _whatif_reason(
+    trial: _Trial, judge: WhatIfRound, limit: float, reference: str, rule: _Rule
+) -> str:
+    mape = judge.mape(trial.names)
+    if mape > limit:
+        tol = rule.settings.whatif_tolerance
+        return f"what-if MAPE {mape:.4f} with it > {reference} + tolerance {tol}"
+    return f"CV R² {trial.r2:.4f} after the what-if drops < best {rule.best_r2} − tolerance"
 
 
 def _no_metrics() -> Metrics:

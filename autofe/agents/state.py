@@ -70,7 +70,7 @@ class Dropped(TypedDict):
 
     name: str
     stage: str
-    """``gate:<name>``, ``quality``, ``stability`` or ``lift``."""
+    """``gate:<name>``, ``quality``, ``stability``, ``lift`` or ``whatif``."""
     reason: str
     iteration: int
 
@@ -107,6 +107,9 @@ class Iteration(TypedDict):
     features: int
     cv_r2: float
     cv_mape: float
+    whatif_mape: NotRequired[float]
+    """MAPE of the set on configurations held out with their outcomes hidden (NaN: not
+    scored; absent in records written before the what-if score)."""
     seconds: dict[str, float]
     tokens: int
     malformed: NotRequired[int]

@@ -6,6 +6,7 @@ holdout's sections are in :mod:`autofe.pipelines.run_report_sections`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -15,27 +16,41 @@ from autofe.svg import Series, chart_svg
 
 
 def iterations(history: Sequence[Mapping[str, Any]]) -> list[str]:
-    """CV R² and CV MAPE per round as a chart, and the rounds' table."""
+    """CV R², CV MAPE and what-if MAPE per round as a chart, and the rounds' table.
+
+    The what-if MAPE (configurations held out with their outcomes hidden) is the second
+    question each round is judged on; records written before it have none, shown as "—".
+    """
     xs = [float(h["iteration"]) for h in history]
     style: Literal["points", "line"] = "line" if len(history) > 1 else "points"
+    series = [
+        Series("CV R² (log duration)", xs, [h["cv_r2"] for h in history], style=style),
+        Series("CV MAPE", xs, [h["cv_mape"] for h in history], style=style),
+    ]
+    whatif = [_whatif(h) for h in history]
+    if any(math.isfinite(w) for w in whatif):
+        series.append(Series("what-if MAPE (configuration held out)", xs, whatif, style=style))
     chart = chart_svg(
-        [
-            Series("CV R² (log duration)", xs, [h["cv_r2"] for h in history], style=style),
-            Series("CV MAPE", xs, [h["cv_mape"] for h in history], style=style),
-        ],
-        title="cross-validated score per round",
+        series,
+        title="cross-validated and what-if score per round",
         x_label="round",
         y_label="score",
         y_format="{:.2f}",
     )
-    head = ["round", "proposed", "gated", "kept", "features", "CV R²", "CV MAPE", "seconds"]
+    head = ["round", "proposed", "gated", "kept", "features", "CV R²", "CV MAPE", "what-if MAPE"]
     return [
         f'<figure id="rounds">{chart}</figure>',
-        table(head, [_iteration_row(h) for h in history], table_id="iterations"),
+        table([*head, "seconds"], [_iteration_row(h) for h in history], table_id="iterations"),
     ]
 
 
+def _whatif(h: Mapping[str, Any]) -> float:
+    value = h.get("whatif_mape")
+    return math.nan if value is None else float(value)
+
+
 def _iteration_row(h: Mapping[str, Any]) -> list[str]:
+    whatif = _whatif(h)
     return [
         str(h["iteration"]),
         str(h["proposed"]),
@@ -44,6 +59,7 @@ def _iteration_row(h: Mapping[str, Any]) -> list[str]:
         str(h["features"]),
         f"{h['cv_r2']:.3f}",
         pct(h["cv_mape"]),
+        pct(whatif) if math.isfinite(whatif) else "—",
         f"{sum(h['seconds'].values()):.1f}",
     ]
 

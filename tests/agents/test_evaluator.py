@@ -231,7 +231,7 @@ def test_feedback_has_the_documented_keys_and_is_json(
 ) -> None:
     for result in (first, second):
         fb = json.loads(json.dumps(result.feedback, allow_nan=False))
-        assert set(fb) == {"worst_jobs", "worst_buckets", "top_features", "dropped", "cv"}
+        assert set(fb) == {"worst_jobs", "worst_buckets", "top_features", "dropped", "cv", "whatif"}
         assert fb["cv"] == {
             "r2": round(result.cv.r2, 4),
             "mape": round(result.cv.mape, 4),
