@@ -3,6 +3,9 @@
 Job ``j1`` ran on four cluster sizes (P = 2, 8, 16, 32: one worker, two workers, zero workers
 and an autoscaling cluster), with a failed run and a run still going at the targets' submission
 that no feature may read. The Ernest fit is checked against scipy's NNLS on the same rows.
+
+The per-job scaling fit gets a warehouse of its own (table statistics give each run a size, the
+clusters' masters its slots), checked against a ridge fit solved by numpy.
 """
 
 from __future__ import annotations
@@ -140,3 +143,129 @@ def test_core_seconds_and_hardware_are_rescaled_to_the_run(
     assert values["cluster_total_cores"] == {run: P[c] for run, c in configs.items()}
     assert values["cluster_total_memory_gb"]["t16"] == 64.0
     assert values["cluster_total_memory_gb"]["t8"] == 32.0
+
+
+# ---------------------------------------------------------------- history_job_scaling_s
+
+SCALING = next(r for r in DOC.recipes if r.name == "history_job_scaling_s")
+# slots by cores_task_slots: N for local[N], else vCPU x workers, else unknown
+SLOT_CONFIGS: list[dict[str, Any]] = [
+    {"config_id": "l1", "vcpu_per_node": 4.0, "num_workers": 0,
+     "spark_conf": '{"spark.master": "local[1]"}'},
+    {"config_id": "l4", "vcpu_per_node": 8.0, "num_workers": 0,
+     "spark_conf": '{"spark.master": "local[4]"}'},
+    {"config_id": "w6", "vcpu_per_node": 2.0, "num_workers": 3, "spark_conf": "{}"},
+    {"config_id": "nx", "spark_conf": "{}"},
+]  # fmt: skip
+SLOTS = {"l1": 1.0, "l4": 4.0, "w6": 6.0, "nx": None}
+SALES, STAGING, DIM = "SELECT * FROM sales", "SELECT * FROM staging", "SELECT * FROM dim"
+Scaled = tuple[str, str, str, str, float | None, float, str]
+"""(run, job, config, script, sales bytes at submit, duration, status)"""
+SCALED: list[Scaled] = [  # an hour apart
+    ("j1", "j", "l1", SALES, 1e9, 100.0, "SUCCEEDED"),
+    ("j2", "j", "l4", SALES, 1e9, 40.0, "SUCCEEDED"),
+    ("j3", "j", "w6", SALES, 2e9, 55.0, "SUCCEEDED"),
+    ("j4", "j", "l1", SALES, 4e9, 330.0, "SUCCEEDED"),
+    ("j5", "j", "nx", SALES, 3e9, 120.0, "SUCCEEDED"),  # slots unknown
+    ("j6", "j", "l4", SALES, 2e9, 9.0, "FAILED"),
+    ("j7", "j", "w6", STAGING, None, 70.0, "SUCCEEDED"),  # no statistics: size unknown
+    ("s1", "s", "l4", "SELECT 1", None, 42.0, "SUCCEEDED"),
+    ("f1", "f", "l4", DIM, None, 10.0, "SUCCEEDED"),
+    ("f2", "f", "l4", DIM, None, 20.0, "SUCCEEDED"),
+    ("f3", "f", "l4", DIM, None, 40.0, "SUCCEEDED"),
+]
+DIM_BYTES = 5e8  # one snapshot, before every run: f's size never varies
+SCALING_TARGETS = [  # (run, job, config, script); submitted together, the sales table at 8e9
+    ("ta", "j", "l4", SALES),
+    ("tb", "j", "nx", SALES),
+    ("tc", "j", "w6", STAGING),
+    ("st", "s", "l1", "SELECT 1"),
+    ("nt", "n", "l4", SALES),
+    ("fa", "f", "l4", DIM),
+    ("fb", "f", "l1", DIM),
+]
+TARGET_BYTES = 8e9
+SCALING_SUBMIT = T0 + timedelta(hours=len(SCALED) + 1)
+LATE: Scaled = ("late", "j", "l1", SALES, 1e11, 9000.0, "SUCCEEDED")  # still running at the targets
+
+
+@pytest.fixture(scope="module")
+def scaling(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    db = tmp_path_factory.mktemp("scaling") / "w.duckdb"
+    late_submit = SCALING_SUBMIT - timedelta(minutes=5)
+    submits = {r[0]: T0 + timedelta(hours=i) for i, r in enumerate(SCALED)} | {"late": late_submit}
+    runs, stats = [], [_stats("dim", T0 - timedelta(days=1), DIM_BYTES)]
+    for run_id, job, config, script, size, seconds, status in [*SCALED, LATE]:
+        runs.append({**_run(run_id, job, config, submits[run_id], seconds), "status": status,
+                     "script_text": script})  # fmt: skip
+        if size is not None:
+            stats.append(_stats("sales", submits[run_id] - timedelta(minutes=1), size))
+    stats.append(_stats("sales", SCALING_SUBMIT - timedelta(minutes=1), TARGET_BYTES))
+    for run_id, job, config, script in SCALING_TARGETS:
+        runs.append({**_run(run_id, job, config, SCALING_SUBMIT, 1.0), "status": "SUCCEEDED",
+                     "script_text": script})  # fmt: skip
+    con = open_warehouse(db)
+    insert_rows(con, "cluster_configs", [{**c, "source": "test"} for c in SLOT_CONFIGS])
+    insert_rows(con, "jobs", [{"job_id": j, "name": j, "source": "test"} for j in "jsnf"])
+    insert_rows(con, "runs", runs)
+    insert_rows(con, "table_stats", stats)
+    con.close()
+    with Sandbox.open(db) as sandbox:
+        return dict(sandbox.query(recipe_spec(DOC, SCALING).sql).rows)
+
+
+def _stats(table: str, as_of: datetime, size: float) -> dict[str, Any]:
+    return {"table_name": table, "as_of": as_of, "bytes": int(size), "source": "test"}
+
+
+def _size(run: Scaled) -> float | None:
+    return DIM_BYTES if run[3] == DIM else run[4]
+
+
+def _ridge_by_hand(history: list[Scaled], size: float | None, slots: float | None) -> float:
+    """ln duration on centred ln size and ln slots, ridge 1 on the slopes, solved by numpy; an
+    unknown x is the mean of the known ones (a deviation of 0)."""
+    y = np.log([r[5] for r in history])
+    rows, target = [], []
+    sizes, slot_counts = [_size(r) for r in history], [SLOTS[r[2]] for r in history]
+    for column, at in ((sizes, size), (slot_counts, slots)):
+        x = np.array([np.log(v) if v else np.nan for v in column])
+        mean = np.nanmean(x) if np.isfinite(x).any() else 0.0
+        rows.append(np.nan_to_num(x - mean))
+        target.append(np.log(at) - mean if at else 0.0)
+    a = np.column_stack(rows)
+    slopes = np.linalg.solve(a.T @ a + np.eye(2), a.T @ (y - y.mean()))
+    return float(np.exp(y.mean() + slopes @ target))
+
+
+def _finished(job: str) -> list[Scaled]:
+    return [r for r in SCALED if r[1] == job and r[6] == "SUCCEEDED"]
+
+
+@pytest.mark.parametrize(
+    ("run_id", "size", "slots"),
+    [("ta", TARGET_BYTES, 4.0), ("tb", TARGET_BYTES, None), ("tc", None, 6.0)],
+)
+def test_job_scaling_is_the_ridge_fit_on_earlier_runs(
+    scaling: dict[str, Any], run_id: str, size: float | None, slots: float | None
+) -> None:
+    expected = _ridge_by_hand(_finished("j"), size, slots)
+    assert scaling[run_id] == pytest.approx(expected, rel=1e-9)
+    # the late run (1e11 bytes on 1 slot, 9000 s) ended after the targets' submission
+    assert abs(_ridge_by_hand([*_finished("j"), LATE], size, slots) / expected - 1) > 0.05
+
+
+def test_job_scaling_reads_only_finished_runs(scaling: dict[str, Any]) -> None:
+    assert scaling["nt"] is None and scaling["j1"] is None  # no earlier run
+    assert scaling["st"] == pytest.approx(42.0)  # one earlier run: its duration
+    assert scaling["j2"] == pytest.approx(100.0)  # j1 only
+    # j4 sees j1-j3: a real fit on both terms
+    assert scaling["j4"] == pytest.approx(_ridge_by_hand(_finished("j")[:3], 4e9, 1.0))
+
+
+def test_job_scaling_without_variation_is_the_geometric_mean(scaling: dict[str, Any]) -> None:
+    """f always read the same bytes on the same slots: both slopes are 0, whatever the
+    target's slots."""
+    geometric = float(np.exp(np.mean(np.log([10.0, 20.0, 40.0]))))
+    assert scaling["fa"] == pytest.approx(geometric) == pytest.approx(20.0)
+    assert scaling["fb"] == pytest.approx(geometric)
