@@ -9,15 +9,18 @@ in this order each round:
    every history feature is blind; the hardware facts of the run's cluster (node type, vCPU,
    memory, workers, price) when the warehouse has them; then **transferable history** (the
    recipes of :data:`TRANSFER_DOC`: the job's medians per configuration and per script, its
-   core-seconds rescaled to the run's cores, a per-job Ernest fit, total cores and memory)
-   whenever the workspace has runs, ahead of everything that may not fit the round (the
-   example's profile columns and scale-out terms alone are 78), because the what-if questions
-   the product answers (a job on a configuration it has not run on) need them whatever the
-   retrieval ranks first; and **scale-out terms** in the spirit of Ernest: every size (a
-   numeric profile column, the bytes of the tables the script reads) per task slot and per
-   GiB of cluster memory, which is what carries a job to hardware it has never run on (a tree
-   cannot divide two features by itself; a log or inverse of one feature adds nothing to a
-   tree, so only the ratios are proposed).
+   core-seconds rescaled to the run's cores, a per-job Ernest fit, total cores and memory, a
+   per-job power law of input bytes and task slots) whenever the workspace has runs, and the
+   **job scaling fits** (:func:`job_scaling`: that power law on the slots alone and on every
+   size the scale-out terms use) whenever its runs have durations. They come ahead of
+   everything that may not fit the round, because the what-if questions the product answers
+   (a job on a size or configuration it has not run on) need them whatever the retrieval
+   ranks first: on the example workspace the 36 profile columns, 9 recipes and 21 fits are 66
+   of the 70 per round, and the scale-out terms alone would be 42. Last, **scale-out terms**
+   in the spirit of Ernest: every size (a numeric profile column, the bytes of the tables the
+   script reads) per task slot and per GiB of cluster memory, which is what carries a job to
+   hardware it has never run on (a tree cannot divide two features by itself; a log or
+   inverse of one feature adds nothing to a tree, so only the ratios are proposed).
 1. **Recipes** of the retrieved documents (the analyzer retrieves with the workspace profile in
    round 0 and with the evaluator's feedback later), rendered with their default parameters,
    skipping recipes that read a table this workspace has no rows in.
@@ -38,6 +41,7 @@ import hashlib
 import itertools
 import json
 import re
+import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,6 +102,7 @@ class OfflinePlanner:
         kept = request.feedback.get("kept", [])
         yield from profile_columns(request.profile)
         yield from self._transfer(request.profile, empty)
+        yield from self._job_scaling(request.profile, empty)
         yield from self._scale_out(request.profile, empty)
         yield from self._recipes(request, empty)
         yield from self._variants(kept, empty)
@@ -133,6 +138,18 @@ class OfflinePlanner:
             spec = recipe_spec(doc, recipe)
             if not reads_any(spec.sql, empty):
                 yield _drafted(spec, origin=recipe.name)
+
+    def _job_scaling(self, profile: Mapping[str, Any], empty: set[str]) -> Iterator[Drafted]:
+        """The job's power-law fit (:func:`job_scaling`) on the slots alone, then on each size
+        the scale-out terms divide, when the workspace has runs with a duration. The fit on
+        the table bytes is the recipe ``history_job_scaling_s``: proposed once, by
+        :meth:`_transfer` (the same SQL is the same feature id)."""
+        slots = self._spec(SLOTS_RECIPE)
+        if slots is None or profile.get("runtime_s", {}).get("p50") is None:
+            return
+        # unknown slots only make the fit's slot term 0: not a reason to leave the fit out
+        for size in (None, *numeric_profile_columns(profile), *self._sizes(empty)):
+            yield _drafted(job_scaling(size, slots), origin="job-scaling")
 
     def _sizes(self, empty: set[str]) -> Iterator[FeatureSpec]:
         for name in SIZE_RECIPES:
@@ -214,6 +231,103 @@ def scaled(size: FeatureSpec, divisors: Sequence[FeatureSpec], word: str) -> Fea
         rationale=f"{size.name} {word.replace('_', ' ')}: work per unit of hardware (Ernest)",
         kb_refs=tuple(sorted({r for d in parts for r in d.kb_refs})),
     )
+
+
+JOB_SCALING_RIDGE = 1.0
+"""The ridge penalty on the fit's two slopes: it keeps the 2 x 2 system solvable with one
+earlier run or a size that never varied, and shrinks the slopes of a job with few runs."""
+
+
+def job_scaling(size: FeatureSpec | None, slots: FeatureSpec) -> FeatureSpec:
+    """A power law fit per job on its earlier runs, evaluated at this run's size and slots:
+    ln duration = a + b (ln size - mean) + c (ln slots - mean), ridge on b and c.
+
+    The earlier runs are the job's successful runs with a duration that ended before the
+    target's submission; NULL without one. ``size`` None fits the slots alone. A size or slot
+    count that is missing or not positive counts as the earlier runs' mean, so its term adds
+    nothing; a term that never varied adds nothing either.
+
+    >>> slots = FeatureSpec(name="slots", sql="SELECT run_id, 2 AS value FROM runs",
+    ...                     category="static-config")
+    >>> spec = job_scaling(None, slots)
+    >>> spec.name, spec.category, "h.end_time < t.submit_time" in spec.sql
+    ('history_scaling_s', 'history', True)
+    """
+    parts = [slots] if size is None else [size, slots]
+    joins = "".join(
+        f"\n  LEFT JOIN (\n{textwrap.indent(_body(d.sql), '    ')}\n  ) AS d{i} "
+        f"ON d{i}.run_id = r.run_id"
+        for i, d in enumerate(parts)
+    )
+    sql = JOB_SCALING_SQL.format(
+        size="NULL" if size is None else "d0.value",
+        slots=f"d{len(parts) - 1}.value",
+        joins=joins,
+        ridge=JOB_SCALING_RIDGE,
+    )
+    fitted = "slots" if size is None else f"{size.name} and slots"
+    return FeatureSpec(
+        name=_name(f"history_scaling_{size.name}_s" if size else "history_scaling_s"),
+        sql=sql,
+        category="history",
+        rationale=f"the job's earlier durations as a power law of {fitted}, at this run",
+        kb_refs=tuple(sorted({TRANSFER_DOC, *(r for d in parts for r in d.kb_refs)})),
+    )
+
+
+JOB_SCALING_SQL = """WITH raw AS (
+  SELECT r.run_id, r.job_id, r.status, r.submit_time, r.end_time, r.duration_s,
+         CAST({size} AS DOUBLE) AS size, CAST({slots} AS DOUBLE) AS slots
+  FROM runs AS r{joins}
+),
+sized AS (
+  SELECT run_id, job_id, status, submit_time, end_time, duration_s,
+         CASE WHEN size > 0 THEN ln(size) END AS x1,
+         CASE WHEN slots > 0 THEN ln(slots) END AS x2
+  FROM raw
+),
+earlier AS (
+  SELECT t.run_id, ln(h.duration_s) AS y, h.x1, h.x2
+  FROM sized AS t
+  JOIN sized AS h
+    ON h.job_id = t.job_id
+    AND h.status = 'SUCCEEDED'
+    AND h.duration_s > 0
+    AND h.end_time < t.submit_time
+),
+means AS (
+  SELECT run_id, avg(y) AS my, avg(x1) AS m1, avg(x2) AS m2
+  FROM earlier
+  GROUP BY run_id
+),
+sums AS (
+  -- a missing x counts as the mean (deviation 0): every sum runs over the same earlier runs
+  SELECT e.run_id,
+         sum(coalesce(e.x1 - m.m1, 0) ^ 2) AS s11,
+         sum(coalesce(e.x2 - m.m2, 0) ^ 2) AS s22,
+         sum(coalesce(e.x1 - m.m1, 0) * coalesce(e.x2 - m.m2, 0)) AS s12,
+         sum(coalesce(e.x1 - m.m1, 0) * (e.y - m.my)) AS s1y,
+         sum(coalesce(e.x2 - m.m2, 0) * (e.y - m.my)) AS s2y
+  FROM earlier AS e
+  JOIN means AS m ON m.run_id = e.run_id
+  GROUP BY e.run_id
+),
+fit AS (
+  -- [[s11 + l, s12], [s12, s22 + l]] [b, c] = [s1y, s2y] by Cramer's rule (det >= l^2 > 0)
+  SELECT s.run_id, m.my, m.m1, m.m2,
+         ((s.s22 + {ridge}) * s.s1y - s.s12 * s.s2y)
+           / ((s.s11 + {ridge}) * (s.s22 + {ridge}) - s.s12 * s.s12) AS b,
+         ((s.s11 + {ridge}) * s.s2y - s.s12 * s.s1y)
+           / ((s.s11 + {ridge}) * (s.s22 + {ridge}) - s.s12 * s.s12) AS c
+  FROM sums AS s
+  JOIN means AS m ON m.run_id = s.run_id
+)
+SELECT t.run_id,
+       exp(f.my + f.b * coalesce(t.x1 - f.m1, 0) + f.c * coalesce(t.x2 - f.m2, 0)) AS value
+FROM sized AS t
+LEFT JOIN fit AS f ON f.run_id = t.run_id"""
+"""The SQL of :func:`job_scaling` (the recipe ``history_job_scaling_s`` is this SQL with
+``tablestats_input_bytes`` and ``cores_task_slots``)."""
 
 
 def _attribute(name: str, value_type: str) -> FeatureSpec:

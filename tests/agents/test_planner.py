@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from mcp.client import Client
 
-from autofe.agents.llm import KnowledgeSnippet, ProposalRequest
+from autofe.agents.analyze import build_profile, propose, queries, retrieve
+from autofe.agents.llm import KnowledgeSnippet, Proposal, ProposalRequest
 from autofe.agents.planner import (
     TRANSFER_DOC,
     OfflinePlanner,
     combinations,
     is_combination,
+    job_scaling,
+    numeric_profile_columns,
     parameter_variants,
 )
+from autofe.agents.settings import LoopSettings
+from autofe.agents.toolbox import McpToolbox
+from autofe.featurespec import FeatureSpec
+from autofe.gates import GateContext
+from autofe.gates.admit import admit, coverage, run_ids
 from autofe.knowledge_base.corpus import load_corpus, recipe_spec
+from autofe.knowledge_base.embeddings import HashingEmbedder
+from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.sandbox.session import Sandbox
+from autofe.tools.server import ServerConfig, build_server
 
 DOCS = load_corpus()
 WITH_PARAMS = next(d for d in DOCS if any(r.params for r in d.recipes))
@@ -162,11 +177,13 @@ def _recipe_values(db: Path, names: tuple[str, ...]) -> tuple[dict[str, Any], ..
 
 
 def test_transferable_history_comes_in_round_zero_whatever_is_retrieved() -> None:
-    """The what-if recipes follow the profile columns, before the scale-out terms and any
-    retrieved recipe; one reading an empty table is left out, and without runs none is."""
+    """The what-if recipes follow the profile columns, then the job scaling fits, before the
+    scale-out terms and any retrieved recipe; one reading an empty table is left out, and
+    without runs none is."""
     transfer = next(d for d in DOCS if d.id == TRANSFER_DOC)
     profile = {
         "tables": {"runs": {"rows": 10, "columns": {}}},
+        "runtime_s": {"runs": 10, "p10": 5.0, "p50": 30.0, "p90": 90.0},
         "attribute_types": {"tag.lab_scale_factor": "DOUBLE"},
         "cluster_columns": ["vcpu_per_node"],
         "empty_tables": ["stages", "table_stats"],
@@ -174,19 +191,155 @@ def test_transferable_history_comes_in_round_zero_whatever_is_retrieved() -> Non
     planner = OfflinePlanner(DOCS)
     batch = planner.propose(_request([DOCS[0].id], profile=profile, max_proposals=500))
     names = [p.name for p in batch.proposals]
-    expected = [
-        r.name for r in transfer.recipes if r.name != "history_input_bytes_per_core_rescaled"
-    ]
+    reading_empty = {"history_input_bytes_per_core_rescaled", "history_job_scaling_s"}
+    expected = [r.name for r in transfer.recipes if r.name not in reading_empty]
     assert "ernest_job_fit_s" in expected and "history_core_seconds_rescaled_s" in expected
     assert names == [
         "attr_tag_lab_scale_factor",
         "cluster_vcpu_per_node",
         *expected,
+        "history_scaling_s",
+        "history_scaling_attr_tag_lab_scale_factor_s",
         "attr_tag_lab_scale_factor_per_slot",
         "attr_tag_lab_scale_factor_per_gb",
         *(r.name for r in DOCS[0].recipes),
     ]
-    no_runs = {**profile, "tables": {"runs": {"rows": 0, "columns": {}}}}
+    no_runs = {
+        **profile,
+        "tables": {"runs": {"rows": 0, "columns": {}}},
+        "runtime_s": {"runs": 0, "p10": None, "p50": None, "p90": None},
+    }
     batch = planner.propose(_request([], profile=no_runs, max_proposals=500))
     assert TRANSFER_DOC not in {ref for p in batch.proposals for ref in p.kb_refs}
     assert len(batch.proposals) == 4  # the profile columns and scale-out terms alone
+
+
+# ---------------------------------------------------------------- job scaling on the example
+
+
+@dataclass(frozen=True)
+class RoundZero:
+    """The example workspace's profile and the offline planner's first round on it."""
+
+    profile: dict[str, Any]
+    proposals: list[Proposal]
+
+    def scaling(self) -> list[Proposal]:
+        """The job scaling fits: the recipe and every fit of the template."""
+        return [
+            p
+            for p in self.proposals
+            if p.name == "history_job_scaling_s" or p.name.startswith("history_scaling_")
+        ]
+
+
+@pytest.fixture(scope="module")
+def round_zero(example_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> RoundZero:
+    """Round 0 as ``autofe run`` asks it: the profile from the tools server, the retrieved
+    documents (hashing embedder), the default candidates per round."""
+
+    async def profile() -> dict[str, Any]:
+        async with Client(build_server(ServerConfig(db=example_warehouse))) as client:
+            return await build_profile(McpToolbox(client))
+
+    built = asyncio.run(profile())
+    kb = KnowledgeBase(index_dir=tmp_path_factory.mktemp("kb"), embedder=HashingEmbedder())
+    knowledge = retrieve(kb, queries(built, {}, 0), set())
+    batch = propose(OfflinePlanner(DOCS), built, knowledge, {}, 0, LoopSettings().per_round)
+    return RoundZero(built, batch.proposals)
+
+
+def _recipe(name: str) -> FeatureSpec:
+    return recipe_spec(*next((d, r) for d in DOCS for r in d.recipes if r.name == name))
+
+
+def _slots() -> FeatureSpec:
+    return _recipe("cores_task_slots")
+
+
+def test_job_scaling_fits_and_transfer_recipes_reach_round_zero(round_zero: RoundZero) -> None:
+    """One fit per size the scale-out terms use and one on the slots alone, with every
+    transferable-history recipe, all within the example's first round."""
+    names = [p.name for p in round_zero.proposals]
+    assert len(names) == LoopSettings().per_round
+    transfer = next(d for d in DOCS if d.id == TRANSFER_DOC)
+    assert {r.name for r in transfer.recipes} <= set(names)
+    sizes = [s.name for s in numeric_profile_columns(round_zero.profile)]
+    assert "param_days" in sizes and "attr_tag_lab_scale_factor" in sizes
+    scaling = [p.name for p in round_zero.scaling()]
+    assert scaling == [
+        "history_job_scaling_s",  # the recipe: the fit on the table bytes
+        "history_scaling_s",
+        *(f"history_scaling_{s}_s" for s in sizes),
+        "history_scaling_tablestats_pruned_bytes_estimate_s",
+    ]
+    assert all(p.category == "history" for p in round_zero.scaling())
+    # the template on the table bytes is the recipe itself, so it is proposed once
+    bytes_fit = job_scaling(_recipe("tablestats_input_bytes"), _slots())
+    recipe = next(p for p in round_zero.proposals if p.name == "history_job_scaling_s")
+    assert recipe.to_spec("offline", "").feature_id == bytes_fit.feature_id
+    # ahead of the scale-out terms, which no longer all fit the round
+    first_ratio = next(i for i, n in enumerate(names) if n.endswith(("_per_slot", "_per_gb")))
+    assert names.index(scaling[-1]) < first_ratio
+
+
+def test_every_job_scaling_fit_passes_the_gates_on_the_example(
+    round_zero: RoundZero, example_warehouse: Path
+) -> None:
+    ctx = GateContext.load(example_warehouse)
+    rejected: dict[str, object] = {}
+    covered: dict[str, float] = {}
+    with Sandbox.open(example_warehouse) as sandbox:
+        runs = run_ids(sandbox)
+        for proposal in round_zero.scaling():
+            admission = admit(proposal.to_spec("offline", ""), ctx, sandbox)
+            if admission.values is None:
+                rejected[proposal.name] = admission.verdict.as_dict()["reasons"]
+            else:
+                covered[proposal.name] = coverage(admission.values, runs)
+    assert not rejected
+    # NULL only for a job's runs before its first finished one (25 jobs, 490 runs)
+    assert set(covered.values()) == {413 / 490}
+
+
+def test_job_scaling_on_a_run_parameter_is_the_ridge_fit(example_warehouse: Path) -> None:
+    """The fit on the example's ``days`` parameter against numpy, run by run."""
+    (days,) = numeric_profile_columns({"parameter_types": {"days": "DOUBLE"}})
+    fit = job_scaling(days, _slots())
+    with Sandbox.open(example_warehouse) as sandbox:
+        values = dict(sandbox.query(fit.sql).rows)
+        size = dict(sandbox.query(days.sql).rows)
+        slots = dict(sandbox.query(_slots().sql).rows)
+        runs = sandbox.query(
+            "SELECT run_id, job_id, status, submit_time, end_time, duration_s FROM runs"
+        ).rows
+    checked = 0
+    for run_id, job, _, submit, _, _ in runs:
+        earlier = [r for r in runs if r[1] == job and _finished_before(r, submit)]
+        if not earlier:
+            assert values[run_id] is None
+            continue
+        x = [[size[r[0]] for r in earlier], [slots[r[0]] for r in earlier]]
+        expected = _ridge(np.log([r[5] for r in earlier]), x, [size[run_id], slots[run_id]])
+        assert values[run_id] == pytest.approx(expected, rel=1e-9)
+        checked += 1
+    assert checked == 413 and len({round(v, 6) for v in values.values() if v}) > 100
+
+
+def _finished_before(run: tuple[Any, ...], submit: Any) -> bool:
+    _, _, status, _, end, seconds = run
+    return status == "SUCCEEDED" and (seconds or 0) > 0 and end is not None and end < submit
+
+
+def _ridge(y: np.ndarray, columns: list[list[Any]], at: list[Any]) -> float:
+    """exp of the ridge fit (penalty 1 on the slopes) of y on the centred logs of ``columns``,
+    at ``at``; an unknown or non-positive x is the mean of the known ones."""
+    centred, target = [], []
+    for column, value in zip(columns, at, strict=True):
+        x = np.array([np.log(v) if v and v > 0 else np.nan for v in column])
+        mean = np.nanmean(x) if np.isfinite(x).any() else 0.0
+        centred.append(np.nan_to_num(x - mean))
+        target.append(np.log(value) - mean if value and value > 0 else 0.0)
+    a = np.column_stack(centred)
+    slopes = np.linalg.solve(a.T @ a + np.eye(len(columns)), a.T @ (y - y.mean()))
+    return float(np.exp(y.mean() + slopes @ np.array(target)))
