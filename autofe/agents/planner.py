@@ -239,8 +239,11 @@ earlier run or a size that never varied, and shrinks the slopes of a job with fe
 
 
 def job_scaling(size: FeatureSpec | None, slots: FeatureSpec) -> FeatureSpec:
-    """A power law fit per job on its earlier runs, evaluated at this run's size and slots:
-    ln duration = a + b (ln size - mean) + c (ln slots - mean), ridge on b and c.
+    """The job's median on this run's configuration where it has earlier runs there; elsewhere
+    a power law fit per job on its earlier runs, evaluated at this run's size and slots:
+    ln duration = a + b (ln size - mean) + c (ln slots - mean), ridge on b and c. The median
+    first because on a rerun it is the most accurate estimate there is, and an anchored model
+    (:mod:`autofe.modeling.train`) takes one estimate per feature.
 
     The earlier runs are the job's successful runs with a duration that ended before the
     target's submission; NULL without one. ``size`` None fits the slots alone. A size or slot
@@ -276,18 +279,19 @@ def job_scaling(size: FeatureSpec | None, slots: FeatureSpec) -> FeatureSpec:
 
 
 JOB_SCALING_SQL = """WITH raw AS (
-  SELECT r.run_id, r.job_id, r.status, r.submit_time, r.end_time, r.duration_s,
-         CAST({size} AS DOUBLE) AS size, CAST({slots} AS DOUBLE) AS slots
+  SELECT r.run_id, r.job_id, r.cluster_config_id AS config, r.status, r.submit_time,
+         r.end_time, r.duration_s, CAST({size} AS DOUBLE) AS size, CAST({slots} AS DOUBLE) AS slots
   FROM runs AS r{joins}
 ),
 sized AS (
-  SELECT run_id, job_id, status, submit_time, end_time, duration_s,
+  SELECT run_id, job_id, config, status, submit_time, end_time, duration_s,
          CASE WHEN size > 0 THEN ln(size) END AS x1,
          CASE WHEN slots > 0 THEN ln(slots) END AS x2
   FROM raw
 ),
 earlier AS (
-  SELECT t.run_id, ln(h.duration_s) AS y, h.x1, h.x2
+  SELECT t.run_id, h.duration_s AS d, ln(h.duration_s) AS y, h.x1, h.x2,
+         h.config = t.config AS same
   FROM sized AS t
   JOIN sized AS h
     ON h.job_id = t.job_id
@@ -296,7 +300,8 @@ earlier AS (
     AND h.end_time < t.submit_time
 ),
 means AS (
-  SELECT run_id, avg(y) AS my, avg(x1) AS m1, avg(x2) AS m2
+  SELECT run_id, avg(y) AS my, avg(x1) AS m1, avg(x2) AS m2,
+         median(d) FILTER (WHERE same) AS same_median
   FROM earlier
   GROUP BY run_id
 ),
@@ -314,7 +319,7 @@ sums AS (
 ),
 fit AS (
   -- [[s11 + l, s12], [s12, s22 + l]] [b, c] = [s1y, s2y] by Cramer's rule (det >= l^2 > 0)
-  SELECT s.run_id, m.my, m.m1, m.m2,
+  SELECT s.run_id, m.my, m.m1, m.m2, m.same_median,
          ((s.s22 + {ridge}) * s.s1y - s.s12 * s.s2y)
            / ((s.s11 + {ridge}) * (s.s22 + {ridge}) - s.s12 * s.s12) AS b,
          ((s.s11 + {ridge}) * s.s2y - s.s12 * s.s1y)
@@ -323,7 +328,9 @@ fit AS (
   JOIN means AS m ON m.run_id = s.run_id
 )
 SELECT t.run_id,
-       exp(f.my + f.b * coalesce(t.x1 - f.m1, 0) + f.c * coalesce(t.x2 - f.m2, 0)) AS value
+       coalesce(f.same_median,
+                exp(f.my + f.b * coalesce(t.x1 - f.m1, 0) + f.c * coalesce(t.x2 - f.m2, 0)))
+         AS value
 FROM sized AS t
 LEFT JOIN fit AS f ON f.run_id = t.run_id"""
 """The SQL of :func:`job_scaling` (the recipe ``history_job_scaling_s`` is this SQL with

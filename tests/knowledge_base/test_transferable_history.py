@@ -156,8 +156,16 @@ SLOT_CONFIGS: list[dict[str, Any]] = [
      "spark_conf": '{"spark.master": "local[4]"}'},
     {"config_id": "w6", "vcpu_per_node": 2.0, "num_workers": 3, "spark_conf": "{}"},
     {"config_id": "nx", "spark_conf": "{}"},
+    # the same slots on other configurations (another driver memory, say): a target there has
+    # no earlier run on its own configuration, so it gets the fit, not a median
+    {"config_id": "l1b", "vcpu_per_node": 4.0, "num_workers": 0,
+     "spark_conf": '{"spark.master": "local[1]", "spark.driver.memory": "2g"}'},
+    {"config_id": "l4b", "vcpu_per_node": 8.0, "num_workers": 0,
+     "spark_conf": '{"spark.master": "local[4]", "spark.driver.memory": "2g"}'},
+    {"config_id": "w6b", "vcpu_per_node": 2.0, "num_workers": 3, "spark_conf": '{"a": "b"}'},
+    {"config_id": "nxb"},
 ]  # fmt: skip
-SLOTS = {"l1": 1.0, "l4": 4.0, "w6": 6.0, "nx": None}
+SLOTS = {"l1": 1.0, "l4": 4.0, "w6": 6.0, "nx": None, "l1b": 1.0, "l4b": 4.0, "w6b": 6.0}
 SALES, STAGING, DIM = "SELECT * FROM sales", "SELECT * FROM staging", "SELECT * FROM dim"
 Scaled = tuple[str, str, str, str, float | None, float, str]
 """(run, job, config, script, sales bytes at submit, duration, status)"""
@@ -165,7 +173,7 @@ SCALED: list[Scaled] = [  # an hour apart
     ("j1", "j", "l1", SALES, 1e9, 100.0, "SUCCEEDED"),
     ("j2", "j", "l4", SALES, 1e9, 40.0, "SUCCEEDED"),
     ("j3", "j", "w6", SALES, 2e9, 55.0, "SUCCEEDED"),
-    ("j4", "j", "l1", SALES, 4e9, 330.0, "SUCCEEDED"),
+    ("j4", "j", "l1b", SALES, 4e9, 330.0, "SUCCEEDED"),
     ("j5", "j", "nx", SALES, 3e9, 120.0, "SUCCEEDED"),  # slots unknown
     ("j6", "j", "l4", SALES, 2e9, 9.0, "FAILED"),
     ("j7", "j", "w6", STAGING, None, 70.0, "SUCCEEDED"),  # no statistics: size unknown
@@ -176,9 +184,10 @@ SCALED: list[Scaled] = [  # an hour apart
 ]
 DIM_BYTES = 5e8  # one snapshot, before every run: f's size never varies
 SCALING_TARGETS = [  # (run, job, config, script); submitted together, the sales table at 8e9
-    ("ta", "j", "l4", SALES),
-    ("tb", "j", "nx", SALES),
-    ("tc", "j", "w6", STAGING),
+    ("ta", "j", "l4b", SALES),
+    ("tb", "j", "nxb", SALES),
+    ("tc", "j", "w6b", STAGING),
+    ("td", "j", "w6", SALES),  # j3 and j7 ran on w6: their median, whatever the size
     ("st", "s", "l1", "SELECT 1"),
     ("nt", "n", "l4", SALES),
     ("fa", "f", "l4", DIM),
@@ -263,9 +272,16 @@ def test_job_scaling_reads_only_finished_runs(scaling: dict[str, Any]) -> None:
     assert scaling["j4"] == pytest.approx(_ridge_by_hand(_finished("j")[:3], 4e9, 1.0))
 
 
+def test_job_scaling_on_a_configuration_the_job_ran_on_is_its_median_there(
+    scaling: dict[str, Any],
+) -> None:
+    assert scaling["td"] == pytest.approx(np.median([55.0, 70.0]))
+    assert scaling["fa"] == pytest.approx(20.0)  # f1-f3 on l4
+    assert scaling["j5"] != pytest.approx(np.median([100.0]))  # j5 is the first on nx: a fit
+
+
 def test_job_scaling_without_variation_is_the_geometric_mean(scaling: dict[str, Any]) -> None:
     """f always read the same bytes on the same slots: both slopes are 0, whatever the
-    target's slots."""
+    target's slots (fb is the first of f on l1)."""
     geometric = float(np.exp(np.mean(np.log([10.0, 20.0, 40.0]))))
-    assert scaling["fa"] == pytest.approx(geometric) == pytest.approx(20.0)
     assert scaling["fb"] == pytest.approx(geometric)
