@@ -1,10 +1,17 @@
-"""A synthetic warehouse of recurring jobs that rerun on one configuration, then move.
+"""A synthetic warehouse of recurring jobs that rerun on one configuration after moving once.
 
-Each job reads a fixed input (a known-at-submit run attribute); a run takes its input per core
-of the cluster, times a factor of the job on that configuration, with 2 % noise. So the job's
-last duration predicts its next rerun almost exactly, while on a configuration the job has not
-run on that history describes other hardware (2 to 32 times more or fewer cores); the input
-per core carries across. Written with the warehouse's own writers.
+Each job reads a fixed input (a known-at-submit run attribute). Its first :data:`FIRST` runs
+are on one configuration, then it moves for good to another and reruns there :data:`RERUNS`
+times; every job moves within the first quarter of the month, so the time-ordered CV's test
+blocks (the later half of the training runs) hold only reruns. A run takes ``SECONDS_PER_MB``
+seconds per MB of input per core, times a factor of the job on that configuration (spread
+:data:`FACTOR`) and the job's drift (a random walk from run to run, :data:`DRIFT`: its data
+changes), neither of which a submit-time column explains, with 2 % noise.
+
+So the job's last duration (on whatever configuration, :data:`LAST_SPEC`) is nearly perfect in
+time, while on a configuration the job has not run on it is another hardware's duration, 2 to
+8 times off (the cores of the configurations); the input per core (:data:`PER_CORE_SPEC`)
+carries across. Written with the warehouse's own writers.
 """
 
 from __future__ import annotations
@@ -20,14 +27,19 @@ from autofe.warehouse.connect import open_warehouse
 from autofe.warehouse.write import insert_rows
 
 T0 = datetime(2024, 1, 1)
-CORES = {"c1": 4, "c2": 8, "c3": 16, "c4": 32, "c5": 64, "c6": 128}
-JOBS = 10
-BLOCKS = 4
-"""Configurations each job runs on, one after the other."""
-RERUNS = 8
-"""Runs of a job in a row on one configuration."""
-FACTOR = 0.3
-"""Spread (log) of the job × configuration factor no submit-time column explains."""
+CORES = {"c1": 4, "c2": 8, "c3": 16, "c4": 32}
+JOBS = 12
+FIRST = 4
+"""Runs of a job on its first configuration, all in the first quarter of the runs."""
+RERUNS = 16
+"""Runs of a job on the configuration it moved to."""
+FACTOR = 0.15
+"""Spread (log) of the job x configuration factor no submit-time column explains."""
+DRIFT = 0.05
+"""Step (log) of each job's random walk from one run to the next."""
+SECONDS_PER_MB = 3.0
+"""Seconds per MB per core: the input per core is in proportion to the duration, not an
+estimate of it in seconds (so it is no anchor of the model)."""
 
 PER_CORE_SPEC = FeatureSpec(
     name="input_mb_per_core",
@@ -36,7 +48,7 @@ PER_CORE_SPEC = FeatureSpec(
     "JOIN cluster_configs AS c ON c.config_id = r.cluster_config_id "
     "JOIN run_attributes AS a ON a.run_id = r.run_id AND a.name = 'input_mb'",
 )
-"""Known at submit, in units that transfer: the work over the hardware."""
+"""Known at submit, in units that transfer: the work over the configuration's cores."""
 LAST_SPEC = FeatureSpec(
     name="last_duration_s",
     category="history",
@@ -50,23 +62,23 @@ LAST_SPEC = FeatureSpec(
 
 
 def reruns_warehouse(db: Path, seed: int = 0) -> Path:
-    """Write the warehouse to ``db``: JOBS × BLOCKS × RERUNS runs, an hour apart."""
+    """Write the warehouse to ``db``: JOBS x (FIRST + RERUNS) runs, an hour apart (a job's
+    runs twelve hours apart, so each ends before the job's next is submitted)."""
     rng = np.random.default_rng(seed)
     work = np.exp(rng.uniform(np.log(2e3), np.log(2e4), JOBS))
     factor = np.exp(rng.normal(0.0, FACTOR, (JOBS, len(CORES))))
-    order = sorted(
-        (block * RERUNS + k, j, int(c))
-        for j in range(JOBS)
-        for block, c in enumerate(rng.permutation(len(CORES))[:BLOCKS])
-        for k in range(RERUNS)
-    )
+    moves = [rng.choice(len(CORES), 2, replace=False) for _ in range(JOBS)]
+    order = [(j, int(moves[j][0])) for _ in range(FIRST) for j in range(JOBS)]
+    order += [(j, int(moves[j][1])) for _ in range(RERUNS) for j in range(JOBS)]
+    drift = np.exp(np.cumsum(rng.normal(0.0, DRIFT, (JOBS, FIRST + RERUNS)), axis=1))
     runs: list[dict[str, Any]] = []
-    for i, (_, j, c) in enumerate(order):
+    for i, (j, c) in enumerate(order):
         config = list(CORES)[c]
-        d = float(work[j] / CORES[config] * factor[j, c] * (1 + rng.normal(0.0, 0.02)))
+        noise = drift[j, i // JOBS] * (1 + rng.normal(0.0, 0.02))
+        d = float(SECONDS_PER_MB * work[j] / CORES[config] * factor[j, c] * noise)
         submit = T0 + timedelta(hours=i)
         runs.append(
-            {"run_id": f"r{i:04d}", "job_id": f"j{j}", "cluster_config_id": config,
+            {"run_id": f"r{i:04d}", "job_id": f"j{j:02d}", "cluster_config_id": config,
              "submit_time": submit, "start_time": submit, "end_time": submit + timedelta(seconds=d),
              "duration_s": d, "status": "SUCCEEDED", "source": "test"}
         )  # fmt: skip
@@ -80,7 +92,7 @@ def _write(db: Path, runs: list[dict[str, Any]], input_mb: list[float]) -> None:
          "memory_gb_per_node": 4.0 * n, "source": "test"}
         for c, n in CORES.items()
     ]  # fmt: skip
-    jobs = [{"job_id": f"j{j}", "name": f"job {j}", "source": "test"} for j in range(JOBS)]
+    jobs = [{"job_id": f"j{j:02d}", "name": f"job {j}", "source": "test"} for j in range(JOBS)]
     attributes = [
         {"run_id": r["run_id"], "name": "input_mb", "value": mb, "availability": "known_at_submit"}
         for r, mb in zip(runs, input_mb, strict=True)

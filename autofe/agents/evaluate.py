@@ -31,7 +31,7 @@ from autofe.agents.context import LoopContext, Node
 from autofe.agents.settings import EvalSettings
 from autofe.agents.state import Dropped, EvalVerdict, Feature, Iteration, LoopState
 from autofe.agents.whatif import MaskedCache, WhatIfRound, whatif_folds
-from autofe.errors import ConfigError
+from autofe.errors import ConfigError, ModelError, first_line
 from autofe.modeling.dataset import LABELLED_SQL, Labelled, Value, as_labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, cross_validate
 from autofe.modeling.importance import gain_shares
@@ -64,47 +64,54 @@ def evaluate_node(ctx: LoopContext) -> Node:
         iteration = state.get("iteration", 0)
         new = state.get("candidates", [])
         history = state.get("history", [])
-        kept = state.get("kept", [])
-        settings = ctx.settings.evaluation
         result = evaluate_round(
             ctx.db,
             ctx.store,
-            kept,
+            state.get("kept", []),
             new,
             iteration,
             best_r2(history),
-            settings,
+            ctx.settings.evaluation,
             best_whatif=best_whatif(history),
             cache=cache,
         )
         score = {"r2": result.cv.r2, "mape": result.cv.mape, "mae_s": result.cv.mae_s}
-        seconds = {**state.get("phase_seconds", {}), "evaluate": ctx.clock() - started}
-        record = Iteration(
-            iteration=iteration,
-            proposed=len(new),
-            gated=sum(f["gate"]["accepted"] for f in new),
-            kept=len(result.kept),
-            features=len(kept) + len(result.kept),
-            cv_r2=result.cv.r2,
-            cv_mape=result.cv.mape,
-            whatif_mape=result.whatif_mape,
-            seconds={k: round(v, 3) for k, v in seconds.items()},
-            tokens=state.get("tokens", 0),
-            malformed=sum(
-                r["malformed"] for r in state.get("llm", []) if r["iteration"] == iteration
-            ),
-        )
         return {
             "kept": result.kept,
             "dropped": gate_drops(new, iteration) + result.dropped,
             "feedback": result.feedback,
-            "history": [record],
+            "history": [iteration_record(state, result, ctx.clock() - started)],
             "best_score": score,
             "iteration": iteration + 1,
             "phase_seconds": {},
         }
 
     return evaluate
+
+
+def iteration_record(state: LoopState, result: RoundResult, seconds: float) -> Iteration:
+    """The round's record; ``seconds`` is the evaluate node's, of which the what-if stage's
+    are recorded apart (``whatif``), so the round's phases still sum to its seconds."""
+    iteration = state.get("iteration", 0)
+    new = state.get("candidates", [])
+    phases = {
+        **state.get("phase_seconds", {}),
+        "evaluate": seconds - result.whatif_seconds,
+        "whatif": result.whatif_seconds,
+    }
+    return Iteration(
+        iteration=iteration,
+        proposed=len(new),
+        gated=sum(f["gate"]["accepted"] for f in new),
+        kept=len(result.kept),
+        features=len(state.get("kept", [])) + len(result.kept),
+        cv_r2=result.cv.r2,
+        cv_mape=result.cv.mape,
+        whatif_mape=result.whatif_mape if math.isfinite(result.whatif_mape) else None,
+        seconds={k: round(v, 3) for k, v in phases.items()},
+        tokens=state.get("tokens", 0),
+        malformed=sum(r["malformed"] for r in state.get("llm", []) if r["iteration"] == iteration),
+    )
 
 
 def gate_drops(features: Sequence[Feature], iteration: int) -> list[Dropped]:
@@ -130,11 +137,11 @@ def best_r2(history: Sequence[Iteration]) -> float | None:
 def best_whatif(history: Sequence[Iteration]) -> float | None:
     """The lowest what-if MAPE so far (None before any, or when none was scored).
 
-    >>> best_whatif([{"whatif_mape": 0.3}, {"whatif_mape": 0.2}, {}])  # type: ignore[list-item]
+    >>> best_whatif([{"whatif_mape": 0.3}, {"whatif_mape": 0.2}, {"whatif_mape": None}, {}])
     0.2
     """
-    scores = [m for h in history if math.isfinite(m := h.get("whatif_mape", math.nan))]
-    return min(scores, default=None)
+    scores = [h.get("whatif_mape") for h in history]
+    return min((m for m in scores if m is not None and math.isfinite(m)), default=None)
 
 
 @dataclass
@@ -231,7 +238,8 @@ def evaluate_round(
     round of noise cannot undo earlier progress. New features with zero gain in the fit on all
     training runs are dropped before their set is cross-validated, so the reported score is
     exactly that of the kept set. The set CV chose must then pass the what-if rule
-    (:func:`_whatif_screen`); features it drops get the stage ``whatif``.
+    (:func:`_whatif_screen`); features it drops get the stage ``whatif``. Without a what-if
+    score (one configuration, too few runs per fold) the CV rule alone decides.
 
     Args:
         db: the warehouse (labelled runs, job names).
@@ -253,6 +261,71 @@ def evaluate_round(
         ConfigError: too few training runs for the folds or a fit.
     """
     started = time.perf_counter()
+    inputs = _read_round(db, store, kept, new, settings, iteration)
+    rule = _Rule(inputs.train, inputs.values, inputs.base, best_r2, best_whatif, settings)
+    tried = _choose(inputs.train, inputs.values, inputs.base, inputs.new, best_r2, settings)
+    whatif = _whatif_stage(db, inputs, tried[-1], rule, cache or MaskedCache())
+    chosen = (whatif.screened.trials or tried)[-1]
+    kept_now = [_kept(s, chosen, iteration) for s in inputs.survivors if s.name in chosen.names]
+    dropped = inputs.screened_out + [
+        d
+        for s in inputs.survivors
+        if (d := _lifted(s, tried, chosen, whatif.screened.reasons, rule, iteration))
+    ]
+    feedback = _feedback(chosen, dropped, inputs.categories, inputs.jobs, inputs.job_names)
+    feedback["whatif"] = {"mape": _number(whatif.mape), "folds": whatif.folds}
+    metrics = chosen.evaluation.metrics if chosen.evaluation else _no_metrics()
+    log.info(
+        "round %d: kept %d of %d, CV R² %.4f, what-if MAPE %.4f (%.1f s)",
+        *(iteration, len(kept_now), len(new), metrics.r2, whatif.mape, whatif.seconds),
+    )
+    seconds = round(time.perf_counter() - started, 3)
+    return RoundResult(
+        kept_now, dropped, metrics, feedback, seconds, whatif.mape, round(whatif.seconds, 3)
+    )
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What a round decides on: the runs, the screens' survivors and drops, every value."""
+
+    runs: Labelled
+    """Every labelled run (time order); the what-if copies hide the holdout among them."""
+    train: Labelled
+    job_names: dict[str, str]
+    survivors: list[_Survivor]
+    screened_out: list[Dropped]
+    values: Mapping[str, Mapping[str, Value]]
+    """Kept and surviving features' stored values, by name."""
+    kept: tuple[Feature, ...]
+
+    @property
+    def base(self) -> tuple[str, ...]:
+        return tuple(k["name"] for k in self.kept)
+
+    @property
+    def new(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.survivors)
+
+    @property
+    def jobs(self) -> dict[str, str]:
+        return {r[0]: r[1] for r in self.train}
+
+    @property
+    def categories(self) -> dict[str, str]:
+        features = [*self.kept, *(s.feature for s in self.survivors)]
+        return {f["name"]: f["category"] for f in features}
+
+
+def _read_round(
+    db: Path,
+    store: Path,
+    kept: Sequence[Feature],
+    new: Sequence[Feature],
+    settings: EvalSettings,
+    iteration: int,
+) -> _Inputs:
+    """The training runs and stored values, with the round's candidates screened."""
     runs, job_names = _read_warehouse(db, settings.limits)
     train = _without_holdout(runs, settings.holdout)
     fresh = [f for f in new if f["gate"]["accepted"]]
@@ -262,34 +335,7 @@ def evaluate_round(
     survivors, dropped = _screen(fresh, kept, stored, train, settings, iteration)
     values = {k["name"]: stored[k["gate"]["feature_id"]] for k in kept}
     values |= {s.name: stored[s.feature_id] for s in survivors}
-    base = tuple(k["name"] for k in kept)
-    tried = _choose(train, values, base, tuple(s.name for s in survivors), best_r2, settings)
-    whatif_started = time.perf_counter()
-    in_play = [*kept, *(s.feature for s in survivors)]
-    judge = _whatif_round(db, runs, train, in_play, settings, cache or MaskedCache())
-    rule = _Rule(train, values, base, best_r2, best_whatif, settings)
-    screened = _whatif_screen(tried[-1], judge, rule) if judge else _Screened([], {})
-    chosen = (screened.trials or tried)[-1]
-    whatif_mape = judge.mape(chosen.names) if judge else math.nan
-    whatif_seconds = time.perf_counter() - whatif_started
-    kept_now = [_kept(s, chosen, iteration) for s in survivors if s.name in chosen.names]
-    dropped += [
-        d for s in survivors if (d := _lifted(s, tried, chosen, screened.reasons, rule, iteration))
-    ]
-    categories = {k["name"]: k["category"] for k in kept}
-    categories |= {s.name: s.feature["category"] for s in survivors}
-    jobs = {r[0]: r[1] for r in train}
-    feedback = _feedback(chosen, dropped, categories, jobs, job_names)
-    feedback["whatif"] = {"mape": _number(whatif_mape), "folds": len(judge.folds) if judge else 0}
-    metrics = chosen.evaluation.metrics if chosen.evaluation else _no_metrics()
-    log.info(
-        "round %d: kept %d of %d, CV R² %.4f, what-if MAPE %.4f (%.1f s)",
-        *(iteration, len(kept_now), len(new), metrics.r2, whatif_mape, whatif_seconds),
-    )
-    seconds = round(time.perf_counter() - started, 3)
-    return RoundResult(
-        kept_now, dropped, metrics, feedback, seconds, whatif_mape, round(whatif_seconds, 3)
-    )
+    return _Inputs(runs, train, job_names, survivors, dropped, values, tuple(kept))
 
 
 def _screen(
@@ -463,31 +509,61 @@ class _Rule:
 
 @dataclass(frozen=True)
 class _Screened:
-    """The what-if stage: the sets it scored after the CV choice, and why it dropped features."""
+    """The what-if rule's work: the sets it scored after the CV choice, why it dropped features."""
 
     trials: list[_Trial]
     reasons: dict[str, str]
 
 
+@dataclass(frozen=True)
+class _WhatIfStage:
+    """The what-if stage of one round: the rule's work, the chosen set's score, its cost."""
+
+    screened: _Screened
+    mape: float
+    """What-if MAPE of the set the round ends with (NaN: no what-if score)."""
+    folds: int
+    seconds: float
+
+
+def _whatif_stage(
+    db: Path, inputs: _Inputs, chosen: _Trial, rule: _Rule, cache: MaskedCache
+) -> _WhatIfStage:
+    """The what-if rule on the set CV chose, timed (masked copies, their values, the fits)."""
+    started = time.perf_counter()
+    names = {*chosen.names, *chosen.pruned}
+    in_play = [*inputs.kept, *(s.feature for s in inputs.survivors if s.name in names)]
+    judge = _whatif_round(db, inputs, in_play, rule.settings, cache)
+    if judge is None:
+        return _WhatIfStage(_Screened([], {}), math.nan, 0, time.perf_counter() - started)
+    screened = _whatif_screen(chosen, judge, rule)
+    mape = judge.mape((screened.trials or [chosen])[-1].names)
+    return _WhatIfStage(screened, mape, len(judge.folds), time.perf_counter() - started)
+
+
 def _whatif_round(
     db: Path,
-    runs: Labelled,
-    train: Labelled,
+    inputs: _Inputs,
     features: Sequence[Feature],
     settings: EvalSettings,
     cache: MaskedCache,
 ) -> WhatIfRound | None:
-    """The round's what-if scorer; None when it is off (infinite tolerance) or the training
-    runs cannot support configuration folds (one configuration, too few runs)."""
+    """The round's what-if scorer; None when it is off (infinite tolerance), there is nothing
+    to score, the training runs cannot support configuration folds (one configuration, too
+    few runs), or a feature cannot be computed on a masked copy (then CV alone decides)."""
     if math.isinf(settings.whatif_tolerance) or not features:
         return None
-    holdout = [r[0] for r in runs[len(train) :]]
-    folds = whatif_folds(db, train, holdout, settings.limits)
+    holdout = [r[0] for r in inputs.runs[len(inputs.train) :]]
+    folds = whatif_folds(db, inputs.train, holdout, settings.limits)
     if not folds:
-        log.info("no what-if score: the training runs cannot fill configuration folds")
+        log.info("no what-if score: the training runs cannot fill two configuration folds")
         return None
-    values = cache.out_of_fold(db, folds, features, settings.limits)
-    return WhatIfRound(train, folds, values, settings.seed)
+    try:
+        values = cache.fold_values(db, folds, features, settings.limits)
+    except ModelError as error:
+        log.warning("no what-if score this round: %s", first_line(error))
+        return None
+    return WhatIfRound(inputs.train, folds, values, settings.seed)
 
 
 def _whatif_screen(chosen: _Trial, judge: WhatIfRound, rule: _Rule) -> _Screened:
@@ -495,7 +571,8 @@ def _whatif_screen(chosen: _Trial, judge: WhatIfRound, rule: _Rule) -> _Screened
     far nor that of the same set without the round's outcome-reading features, by more than
     the tolerance. Where it does, the outcome-reading new features are dropped greedily, the
     most harmful half first (harm: gain share × the share of runs whose value changes when
-    their configuration is held out), each smaller set scored again by CV and what-if; when
+    their configuration is held out), each smaller set scored again by CV and what-if (with
+    the features CV pruned for no gain beside the dropped ones back in the running); when
     none is left and the set still fails, the previous set stands.
 
     At most about log2(n) + 2 what-if scores for n outcome-reading features.
@@ -503,9 +580,10 @@ def _whatif_screen(chosen: _Trial, judge: WhatIfRound, rule: _Rule) -> _Screened
     new = rule.new_in(chosen)
     if not new:
         return _Screened([], {})
-    change = {n: judge.changed(n, rule.values[n]) for n in new}
-    harm = {n: change[n] * chosen.shares.get(n, 0.0) for n in new}
-    harmful = sorted((n for n in new if change[n] > 0.0), key=lambda n: (-harm[n], n))
+    candidates = [*new, *chosen.pruned]
+    change = {n: judge.changed(n, rule.values[n]) for n in candidates}
+    harm = {n: change[n] * chosen.shares.get(n, 0.0) for n in candidates}
+    harmful = sorted((n for n in candidates if change[n] > 0.0), key=lambda n: (-harm[n], n))
     limit, reference = _whatif_limit(chosen, harmful, judge, rule)
     reasons: dict[str, str] = {}
     trials: list[_Trial] = []
@@ -515,7 +593,7 @@ def _whatif_screen(chosen: _Trial, judge: WhatIfRound, rule: _Rule) -> _Screened
         why = _whatif_reason(current, judge, limit, reference, rule)
         drop = left[: math.ceil(len(left) / 2)] or rule.new_in(current)
         reasons |= {n: f"{why}; values change on {change[n]:.0%} of runs held out" for n in drop}
-        current = rule.rescore(tuple(n for n in rule.new_in(current) if n not in drop))
+        current = rule.rescore(tuple(n for n in candidates if n not in reasons))
         trials.append(current)
     return _Screened(trials, reasons)
 

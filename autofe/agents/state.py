@@ -107,9 +107,9 @@ class Iteration(TypedDict):
     features: int
     cv_r2: float
     cv_mape: float
-    whatif_mape: NotRequired[float]
-    """MAPE of the set on configurations held out with their outcomes hidden (NaN: not
-    scored; absent in records written before the what-if score)."""
+    whatif_mape: NotRequired[float | None]
+    """MAPE of the set on configurations held out with their outcomes hidden (None: not
+    scored, e.g. one configuration; absent in records written before the what-if score)."""
     seconds: dict[str, float]
     tokens: int
     malformed: NotRequired[int]
@@ -137,7 +137,8 @@ class LoopState(TypedDict, total=False):
     best_score: dict[str, float]
     tokens: int
     phase_seconds: dict[str, float]
-    """Seconds of this round's phases so far (analyze, extract, evaluate)."""
+    """Seconds of this round's phases so far (analyze, extract; the evaluate node records its
+    own and its what-if stage's, ``evaluate`` and ``whatif``)."""
     final: dict[str, Any]
     """The finalize node's holdout metrics and model path."""
     stop_reason: StopReason | None

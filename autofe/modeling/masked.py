@@ -18,6 +18,10 @@ everyone makes the training rows look like the test rows, as out-of-fold target 
 
 Here (in the modeling layer) because both the third-party protocols (:mod:`autofe.evals`) and
 the loop's evaluator (the what-if score, :mod:`autofe.agents.whatif`) hold configurations out.
+The evaluator uses :func:`masked_values` but not :func:`out_of_fold_values`: it judges
+features for the product's model, which is trained on every run's real history, so a fold's
+training rows keep the values they have with only that fold hidden (the reason is in
+:mod:`autofe.agents.whatif`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The what-if rule: history perfect for the next rerun but wrong on a configuration held out.
 
-On :mod:`tests.reruns_warehouse`, the job's last duration makes the time-ordered CV better
-(reruns on one configuration) and the what-if score worse (on a held-out configuration it is
-another hardware's duration); the input per core carries across. The evaluator must keep the
-transferable feature and drop the history one, with the stage ``whatif``.
+On :mod:`tests.reruns_warehouse`, the job's last duration (on any configuration) makes the
+time-ordered CV better (the scored runs are reruns on one configuration) and the what-if score
+far worse (on a held-out configuration it is another hardware's duration, 2 to 8 times off);
+the input per core carries across. On every seed the evaluator must keep the transferable
+feature and drop the history one, with the stage ``whatif``.
 """
 
 from __future__ import annotations
@@ -20,27 +21,31 @@ from autofe.agents.analyze import proposed_feature
 from autofe.agents.evaluate import RoundResult, best_whatif, evaluate_round
 from autofe.agents.settings import EvalSettings
 from autofe.agents.state import Feature, GateVerdict, Iteration
-from autofe.agents.whatif import MaskedCache
+from autofe.agents.whatif import FOLDS, MaskedCache
 from autofe.featurespec import FeatureSpec
 from autofe.modeling.compute import compute_values
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.feature_store import write_feature
 
 SPECS = (PER_CORE_SPEC, LAST_SPEC)
+TIME_ONLY = EvalSettings(whatif_tolerance=math.inf)
+
+Workspace = tuple[Path, Path, list[Feature]]
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[Feature]]:
+def workspace_at(root: Path, seed: int) -> Workspace:
     """The warehouse, a store with both features' values (as the extractor writes them), and
     the two features as gated candidates."""
-    root = tmp_path_factory.mktemp("whatif")
-    db = reruns_warehouse(root / "warehouse.duckdb")
-    store = root / "features.duckdb"
+    db = reruns_warehouse(root / "warehouse.duckdb", seed)
+    return db, stored(db, root / "features.duckdb"), [accepted(s) for s in SPECS]
+
+
+def stored(db: Path, store: Path) -> Path:
     with Sandbox.open(db) as box:
         values = compute_values(box, SPECS)
     for spec in SPECS:
         write_feature(store, spec, list(values[spec.name].items()), 1.0)
-    return db, store, [accepted(s) for s in SPECS]
+    return store
 
 
 def accepted(spec: FeatureSpec) -> Feature:
@@ -51,48 +56,55 @@ def accepted(spec: FeatureSpec) -> Feature:
 
 
 @pytest.fixture(scope="module")
-def judged(workspace: tuple[Path, Path, list[Feature]]) -> tuple[RoundResult, MaskedCache]:
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    return workspace_at(tmp_path_factory.mktemp("whatif"), 0)
+
+
+@pytest.fixture(scope="module")
+def judged(workspace: Workspace) -> tuple[RoundResult, MaskedCache]:
     db, store, features = workspace
     cache = MaskedCache()
     return evaluate_round(db, store, [], features, 0, None, EvalSettings(), cache=cache), cache
 
 
-def test_history_perfect_in_time_is_dropped_by_the_what_if_rule(
-    workspace: tuple[Path, Path, list[Feature]], judged: tuple[RoundResult, MaskedCache]
-) -> None:
-    db, store, features = workspace
-    result, _ = judged
+@pytest.mark.parametrize("seed", range(5))
+def test_history_perfect_in_time_is_dropped_by_the_what_if_rule(tmp_path: Path, seed: int) -> None:
+    db, store, features = workspace_at(tmp_path, seed)
+    result = evaluate_round(db, store, [], features, 0, None, EvalSettings())
     assert [k["name"] for k in result.kept] == ["input_mb_per_core"]
     (drop,) = result.dropped
     assert (drop["name"], drop["stage"]) == ("last_duration_s", "whatif")
     assert drop["reason"].startswith("what-if MAPE")
-    # the time-ordered rule alone keeps it: it is the better feature for the next rerun
-    time_only = EvalSettings(whatif_tolerance=math.inf)
-    both = evaluate_round(db, store, [], features, 0, None, time_only)
-    assert [k["name"] for k in both.kept] == ["input_mb_per_core", "last_duration_s"]
-    assert both.cv.r2 > result.cv.r2 and math.isnan(both.whatif_mape)
-    assert result.feedback["whatif"] == {"mape": round(result.whatif_mape, 4), "folds": 3}
-
-
-def test_the_history_makes_the_what_if_score_worse_beyond_the_tolerance(
-    judged: tuple[RoundResult, MaskedCache],
-) -> None:
-    result, _ = judged
-    (drop,) = result.dropped
     with_it = float(drop["reason"].split()[2])
-    assert with_it > result.whatif_mape + EvalSettings().whatif_tolerance
-    assert 0.0 < result.whatif_mape < 1.0
+    assert with_it > 1.5 * result.whatif_mape  # not a near thing
+    assert result.feedback["whatif"] == {"mape": round(result.whatif_mape, 4), "folds": FOLDS}
+    # the time-ordered rule alone keeps it: it is the better feature for the next rerun
+    both = evaluate_round(db, store, [], features, 0, None, TIME_ONLY)
+    assert [k["name"] for k in both.kept] == ["input_mb_per_core", "last_duration_s"]
+    assert both.cv.r2 > result.cv.r2 and both.cv.mape < result.cv.mape
+    assert math.isnan(both.whatif_mape) and both.whatif_seconds == 0.0
+
+
+def test_the_score_is_the_same_whatever_the_order_and_the_cache(
+    workspace: Workspace, judged: tuple[RoundResult, MaskedCache]
+) -> None:
+    """Same inputs, same score and kept set: candidates in another order, a fresh cache."""
+    db, store, features = workspace
+    result, _ = judged
+    again = evaluate_round(db, store, [], features[::-1], 0, None, EvalSettings())
+    assert again.whatif_mape == result.whatif_mape
+    assert (again.kept, again.dropped, again.cv) == (result.kept, result.dropped, result.cv)
 
 
 def test_a_later_round_computes_only_its_new_candidates(
-    workspace: tuple[Path, Path, list[Feature]], judged: tuple[RoundResult, MaskedCache]
+    workspace: Workspace, judged: tuple[RoundResult, MaskedCache]
 ) -> None:
     """The kept feature's masked values are served from the cache; the best what-if score so
     far is the reference, and a round with nothing new keeps the set and its score."""
     db, store, _ = workspace
     result, cache = judged
     computed = cache.computed
-    assert computed == 2 * 3  # two features on three folds
+    assert computed == len(SPECS) * FOLDS
     copy = MaskedCache(dict(cache.values), cache.computed)
     record = Iteration(whatif_mape=result.whatif_mape)  # type: ignore[typeddict-item]
     again = evaluate_round(
@@ -105,16 +117,32 @@ def test_a_later_round_computes_only_its_new_candidates(
 
 
 def test_one_configuration_has_no_what_if_score(tmp_path: Path) -> None:
+    """Without configuration folds the time-ordered CV alone decides: both are kept."""
     db = reruns_warehouse(tmp_path / "w.duckdb")
     one = tmp_path / "one.duckdb"
     shutil.copyfile(db, one)
     with duckdb.connect(str(one)) as con:
         con.execute("UPDATE runs SET cluster_config_id = 'c1'")
-    store = tmp_path / "features.duckdb"
-    with Sandbox.open(one) as box:
-        values = compute_values(box, SPECS)
-    for spec in SPECS:
-        write_feature(store, spec, list(values[spec.name].items()), 1.0)
+    store = stored(one, tmp_path / "features.duckdb")
     result = evaluate_round(one, store, [], [accepted(s) for s in SPECS], 0, None)
+    assert math.isnan(result.whatif_mape) and result.feedback["whatif"] == {
+        "mape": None,
+        "folds": 0,
+    }
+    assert [k["name"] for k in result.kept] == ["input_mb_per_core", "last_duration_s"]
+
+
+def test_too_few_runs_per_fold_have_no_what_if_score(tmp_path: Path) -> None:
+    """One big configuration and three with a few runs each: no two folds can each hold out
+    ten training runs and leave thirty to fit on, so there is no what-if score."""
+    db = reruns_warehouse(tmp_path / "w.duckdb")
+    few = tmp_path / "few.duckdb"
+    shutil.copyfile(db, few)
+    with duckdb.connect(str(few)) as con:
+        con.execute(
+            "UPDATE runs SET cluster_config_id = CASE WHEN run_id IN ('r0000', 'r0001') "
+            "THEN 'c2' WHEN run_id = 'r0002' THEN 'c3' ELSE 'c1' END"
+        )
+    store = stored(few, tmp_path / "features.duckdb")
+    result = evaluate_round(few, store, [], [accepted(s) for s in SPECS], 0, None)
     assert math.isnan(result.whatif_mape) and result.feedback["whatif"]["folds"] == 0
-    assert {k["name"] for k in result.kept} <= {s.name for s in SPECS}
