@@ -716,7 +716,8 @@ def _round_line(quiet: bool) -> Any:
             err.print(
                 f"iteration {record['iteration']}: proposed {record['proposed']}, gated "
                 f"{record['gated']}, kept {record['kept']} ({record['features']} features), "
-                f"CV R² {record['cv_r2']:.3f}, MAPE {record['cv_mape']:.1%}"
+                f"CV R² {record['cv_r2']:.3f}, MAPE {record['cv_mape']:.1%}, what-if MAPE "
+                + (f"{w:.1%}" if (w := record.get("whatif_mape")) is not None else "n/a")
                 + (f", {n} answer items dropped" if (n := record.get("malformed")) else ""),
                 highlight=False,
                 soft_wrap=True,

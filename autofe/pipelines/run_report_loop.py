@@ -19,7 +19,8 @@ def iterations(history: Sequence[Mapping[str, Any]]) -> list[str]:
     """CV R², CV MAPE and what-if MAPE per round as a chart, and the rounds' table.
 
     The what-if MAPE (configurations held out with their outcomes hidden) is the second
-    question each round is judged on; records written before it have none, shown as "—".
+    question each round is judged on; a round without it (one configuration, too few runs per
+    fold, records written before it) shows "n/a", and the curve skips it.
     """
     xs = [float(h["iteration"]) for h in history]
     style: Literal["points", "line"] = "line" if len(history) > 1 else "points"
@@ -40,7 +41,11 @@ def iterations(history: Sequence[Mapping[str, Any]]) -> list[str]:
     head = ["round", "proposed", "gated", "kept", "features", "CV R²", "CV MAPE", "what-if MAPE"]
     return [
         f'<figure id="rounds">{chart}</figure>',
-        table([*head, "seconds"], [_iteration_row(h) for h in history], table_id="iterations"),
+        table(
+            [*head, "seconds", "of which what-if"],
+            [_iteration_row(h) for h in history],
+            table_id="iterations",
+        ),
     ]
 
 
@@ -59,8 +64,9 @@ def _iteration_row(h: Mapping[str, Any]) -> list[str]:
         str(h["features"]),
         f"{h['cv_r2']:.3f}",
         pct(h["cv_mape"]),
-        pct(whatif) if math.isfinite(whatif) else "—",
+        pct(whatif) if math.isfinite(whatif) else "n/a",
         f"{sum(h['seconds'].values()):.1f}",
+        f"{h['seconds']['whatif']:.1f}" if "whatif" in h["seconds"] else "n/a",
     ]
 
 
