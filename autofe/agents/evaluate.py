@@ -529,41 +529,37 @@ class _WhatIfStage:
 def _whatif_stage(
     db: Path, inputs: _Inputs, chosen: _Trial, rule: _Rule, cache: MaskedCache
 ) -> _WhatIfStage:
-    """The what-if rule on the set CV chose, timed (masked copies, their values, the fits)."""
+    """The what-if rule on the set CV chose, timed (masked copies, their values, the fits).
+    A feature that fails on a masked copy leaves the round without a what-if score (CV alone
+    decides) rather than stopping the loop."""
     started = time.perf_counter()
-    names = {*chosen.names, *chosen.pruned}
-    in_play = [*inputs.kept, *(s.feature for s in inputs.survivors if s.name in names)]
-    judge = _whatif_round(db, inputs, in_play, rule.settings, cache)
+    judge = _whatif_round(db, inputs, rule.settings, cache)
     if judge is None:
         return _WhatIfStage(_Screened([], {}), math.nan, 0, time.perf_counter() - started)
-    screened = _whatif_screen(chosen, judge, rule)
-    mape = judge.mape((screened.trials or [chosen])[-1].names)
+    try:
+        judge.mape(chosen.names)  # the chosen set's values, computed in one batch
+        screened = _whatif_screen(chosen, judge, rule)
+        mape = judge.mape((screened.trials or [chosen])[-1].names)
+    except ModelError as error:
+        log.warning("no what-if score this round: %s", first_line(error))
+        return _WhatIfStage(_Screened([], {}), math.nan, 0, time.perf_counter() - started)
     return _WhatIfStage(screened, mape, len(judge.folds), time.perf_counter() - started)
 
 
 def _whatif_round(
-    db: Path,
-    inputs: _Inputs,
-    features: Sequence[Feature],
-    settings: EvalSettings,
-    cache: MaskedCache,
+    db: Path, inputs: _Inputs, settings: EvalSettings, cache: MaskedCache
 ) -> WhatIfRound | None:
-    """The round's what-if scorer; None when it is off (infinite tolerance), there is nothing
-    to score, the training runs cannot support configuration folds (one configuration, too
-    few runs), or a feature cannot be computed on a masked copy (then CV alone decides)."""
-    if math.isinf(settings.whatif_tolerance) or not features:
+    """The round's what-if scorer; None when it is off (infinite tolerance) or the training
+    runs cannot support configuration folds (one configuration, too few runs per fold)."""
+    if math.isinf(settings.whatif_tolerance):
         return None
     holdout = [r[0] for r in inputs.runs[len(inputs.train) :]]
     folds = whatif_folds(db, inputs.train, holdout, settings.limits)
     if not folds:
         log.info("no what-if score: the training runs cannot fill two configuration folds")
         return None
-    try:
-        values = cache.fold_values(db, folds, features, settings.limits)
-    except ModelError as error:
-        log.warning("no what-if score this round: %s", first_line(error))
-        return None
-    return WhatIfRound(inputs.train, folds, values, settings.seed)
+    features = {f["name"]: f for f in [*inputs.kept, *(s.feature for s in inputs.survivors)]}
+    return WhatIfRound(db, inputs.train, folds, features, cache, settings.limits, settings.seed)
 
 
 def _whatif_screen(chosen: _Trial, judge: WhatIfRound, rule: _Rule) -> _Screened:
@@ -577,25 +573,31 @@ def _whatif_screen(chosen: _Trial, judge: WhatIfRound, rule: _Rule) -> _Screened
 
     At most about log2(n) + 2 what-if scores for n outcome-reading features.
     """
-    new = rule.new_in(chosen)
-    if not new:
+    if not rule.new_in(chosen):
         return _Screened([], {})
-    candidates = [*new, *chosen.pruned]
-    change = {n: judge.changed(n, rule.values[n]) for n in candidates}
-    harm = {n: change[n] * chosen.shares.get(n, 0.0) for n in candidates}
-    harmful = sorted((n for n in candidates if change[n] > 0.0), key=lambda n: (-harm[n], n))
-    limit, reference = _whatif_limit(chosen, harmful, judge, rule)
+    candidates = [*rule.new_in(chosen), *chosen.pruned]
+    change: dict[str, float] = {}
+    limit, reference = _whatif_limit(chosen, _harmful(chosen, judge, rule, change), judge, rule)
     reasons: dict[str, str] = {}
     trials: list[_Trial] = []
     current = chosen
     while not _passes(current, judge, rule, limit):
-        left = [n for n in harmful if n in current.names]
+        left = _harmful(current, judge, rule, change)
         why = _whatif_reason(current, judge, limit, reference, rule)
         drop = left[: math.ceil(len(left) / 2)] or rule.new_in(current)
         reasons |= {n: f"{why}; values change on {change[n]:.0%} of runs held out" for n in drop}
         current = rule.rescore(tuple(n for n in candidates if n not in reasons))
         trials.append(current)
     return _Screened(trials, reasons)
+
+
+def _harmful(trial: _Trial, judge: WhatIfRound, rule: _Rule, change: dict[str, float]) -> list[str]:
+    """The round's features in ``trial`` whose values change when their configuration is held
+    out, most harmful first (ties by name); ``change`` keeps each one's share of changed runs."""
+    new = rule.new_in(trial)
+    change |= {n: judge.changed(n, rule.values[n]) for n in new if n not in change}
+    harm = {n: change[n] * trial.shares.get(n, 0.0) for n in new}
+    return sorted((n for n in new if change[n] > 0.0), key=lambda n: (-harm[n], n))
 
 
 def _whatif_limit(

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -244,26 +244,50 @@ def _same(a: Value, b: Value) -> bool:
 
 @dataclass
 class WhatIfRound:
-    """One round's what-if scorer: the folds, every feature in play's values on each fold's
-    copy, and the scores already computed (a set is fit once however often it is asked about)."""
+    """One round's what-if scorer: the folds, the features it may be asked about, their masked
+    values (computed on first use, through the loop's cache: a feature the rule never needs
+    is never computed) and the scores already computed (a set is fit once however often it is
+    asked about)."""
 
+    db: Path
     train: Labelled
     folds: tuple[WhatIfFold, ...]
-    values: tuple[FeatureValues, ...]
+    features: Mapping[str, Feature]
+    """Every feature in play, by name."""
+    cache: MaskedCache
+    limits: SandboxLimits
     seed: int
     scores: dict[frozenset[str], float] = field(default_factory=dict)
 
+    def values(self, names: Iterable[str]) -> tuple[FeatureValues, ...]:
+        """Per fold, the values of ``names`` on its copy (missing ones computed together).
+
+        Raises:
+            ModelError: a feature's SQL fails on a masked copy.
+        """
+        picked = [self.features[n] for n in sorted(set(names))]
+        return self.cache.fold_values(self.db, self.folds, picked, self.limits)
+
     def mape(self, names: Sequence[str]) -> float:
-        """The what-if MAPE of ``names`` (NaN when there is no what-if score)."""
+        """The what-if MAPE of ``names`` (NaN for no names).
+
+        Raises:
+            ModelError: a feature's SQL fails on a masked copy.
+        """
         key = frozenset(names)
         if key not in self.scores:
-            metrics = whatif_metrics(self.train, self.folds, self.values, sorted(key), self.seed)
+            values = self.values(key)
+            metrics = whatif_metrics(self.train, self.folds, values, sorted(key), self.seed)
             self.scores[key] = metrics.mape if metrics else math.nan
         return self.scores[key]
 
     def changed(self, name: str, stored: Mapping[str, Value]) -> float:
         """:func:`changed_share` of ``name`` over the folds' held-out runs, each against its
-        fold's copy."""
-        pairs = zip(self.folds, self.values, strict=True)
+        fold's copy.
+
+        Raises:
+            ModelError: the feature's SQL fails on a masked copy.
+        """
+        pairs = zip(self.folds, self.values([name]), strict=True)
         own = {r: values[name].get(r) for fold, values in pairs for r in fold.test}
         return changed_share(stored, own, list(own))

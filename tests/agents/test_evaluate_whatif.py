@@ -146,3 +146,25 @@ def test_too_few_runs_per_fold_have_no_what_if_score(tmp_path: Path) -> None:
     store = stored(few, tmp_path / "features.duckdb")
     result = evaluate_round(few, store, [], [accepted(s) for s in SPECS], 0, None)
     assert math.isnan(result.whatif_mape) and result.feedback["whatif"]["folds"] == 0
+
+
+def test_a_feature_failing_on_a_masked_copy_leaves_the_round_to_cv(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A value that cannot be computed once outcomes are hidden (here a cast that only runs for
+    a run without a status) is no reason to stop the loop: no what-if score this round."""
+    fragile = FeatureSpec(
+        name="fragile",
+        category="history",
+        sql="SELECT run_id, CASE WHEN status IS NULL THEN CAST(run_id AS INTEGER) "
+        "ELSE 1.0 END + hash(job_id) % 7 AS value FROM runs",
+    )
+    db = reruns_warehouse(tmp_path / "w.duckdb")
+    store = stored(db, tmp_path / "features.duckdb")
+    with Sandbox.open(db) as box:
+        values = compute_values(box, [fragile])
+    write_feature(store, fragile, list(values[fragile.name].items()), 1.0)
+    result = evaluate_round(db, store, [], [accepted(PER_CORE_SPEC), accepted(fragile)], 0, None)
+    assert math.isnan(result.whatif_mape) and result.feedback["whatif"]["folds"] == 0
+    assert "no what-if score this round: feature fragile cannot be computed" in caplog.text
+    assert "input_mb_per_core" in [k["name"] for k in result.kept]
