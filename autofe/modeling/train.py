@@ -152,6 +152,9 @@ def fit(data: Dataset, seed: int = 0) -> RuntimeModel:
     anchors = anchor_chain(data)
     residual = _residual(data, anchor_log(data.x, anchors), folds, seed)
     parts = _FoldParts(boosters, trees, anchors, *residual[1:])
+    if anchors and not _anchoring_helps(parts, data, [test for _, test in folds]):
+        anchors, residual = (), (None, (), 0)
+        parts = _FoldParts(boosters, trees, anchors, (), 0)
     calibration = _calibrate(parts, data, [test for _, test in folds])
     window = (data.submit_times[0], data.submit_times[-1])
     shares = anchor_shares(data.x, anchors)
@@ -336,6 +339,22 @@ def _one_standard_error(
     best, at = min(means)
     bound = best + float(errors[at].std(ddof=1)) / math.sqrt(len(errors[at]))
     return min(trees for mean, trees in means if mean <= bound)
+
+
+def _anchoring_helps(parts: _FoldParts, data: Dataset, tests: Sequence[NDArray[np.intp]]) -> bool:
+    """Whether the inner folds predict their anchored test runs at least as well anchored as
+    with the plain booster (mean absolute log error). Where the runs' own columns say more
+    than any history (C3O's data sizes and parameters, five repeats of each point), the plain
+    booster wins and the model is not anchored."""
+    log_y = np.log(data.seconds)
+    anchored, plain = [], []
+    for k, test in enumerate(tests):
+        x = data.x[test]
+        rows = np.isfinite(anchor_log(x, parts.anchors))
+        anchored.append(np.abs(_fold_log(parts, k, x[rows]) - log_y[test][rows]))
+        plain.append(np.abs(_predict_log(parts.folds[k], x[rows], parts.trees) - log_y[test][rows]))
+    joined = np.concatenate(anchored)
+    return not len(joined) or float(joined.mean()) <= float(np.concatenate(plain).mean())
 
 
 def _calibrate(parts: _FoldParts, data: Dataset, tests: Sequence[NDArray[np.intp]]) -> Calibration:
