@@ -66,20 +66,24 @@ def test_too_few_runs_or_no_features_are_clear_errors(
 
 
 def _anchored_runs(
-    n: int, seed: int, flag_factor: float
+    n: int, seed: int, flag_factor: float, levels: int = 0, history_noise: float = 0.0
 ) -> tuple[list[tuple[str, str, datetime, float]], FeatureValues]:
-    """Runs of 5 jobs whose duration is ``history_s`` (an estimate from earlier runs) with 5 %
-    noise, times ``flag_factor`` when ``flag`` is set (3 runs in 10); ``size`` is an amount in proportion, not
-    seconds; the first 20 runs have no history (a new job)."""
+    """Runs of 40 jobs whose duration is ``history_s`` (an estimate from earlier runs: a
+    different level for every run, 10 s to 3 min, which trees can only cut into steps) with 5 %
+    noise, times ``flag_factor`` when ``flag`` is set (3 runs in 10); ``size`` is an amount in
+    proportion, not seconds; the first 20 runs have no history (a new job). With ``levels``,
+    the runs share that many levels instead, and ``history_noise`` blurs the estimate."""
     rng = np.random.default_rng(seed)
+    drawn = 10.0 * np.exp(rng.uniform(0.0, 3.0, levels or n))
     start = datetime(2024, 1, 1)
     runs, history, size, flag = [], {}, {}, {}
     for i in range(n):
-        run_id, base = f"r{i:04d}", 10.0 * (1 + i % 5)
+        run_id, base = f"r{i:04d}", float(drawn[i % len(drawn)])
         on = bool(rng.random() < 0.3)
         seconds = base * (flag_factor if on else 1.0) * float(np.exp(rng.normal(0, 0.05)))
-        runs.append((run_id, f"job{i % 5}", start + timedelta(minutes=i), seconds))
-        history[run_id] = None if i < 20 else base
+        runs.append((run_id, f"job{i % 40}", start + timedelta(minutes=i), seconds))
+        blur = float(np.exp(rng.normal(0, history_noise))) if history_noise else 1.0
+        history[run_id] = None if i < 20 else base * blur
         size[run_id], flag[run_id] = base * 1000.0, float(on)
     return runs, {"history_s": history, "size": size, "flag": flag}
 
@@ -96,6 +100,7 @@ def test_a_runtime_estimate_anchors_the_model_and_trees_move_it_only_where_it_he
     assert gain_shares(model)["history_s"] >= 0.9
 
     runs, values = _anchored_runs(400, 1, 2.0)  # the anchor misses what `flag` doubles
+    del values["size"]  # with `size` the plain booster knows each job's level as exactly
     data = build_dataset(runs, values)
     model = fit(data)
     assert model.residual is not None and model.residual_trees > 0
@@ -103,6 +108,10 @@ def test_a_runtime_estimate_anchors_the_model_and_trees_move_it_only_where_it_he
     assert score(data.seconds[20:], predicted[20:]).mape < 0.1
     shares = gain_shares(model)
     assert shares["flag"] > 0.1 and shares["history_s"] > 0.3
+
+    # five levels that `size` names exactly, a history estimate 15 % off: the plain booster wins
+    runs, values = _anchored_runs(400, 1, 1.0, levels=5, history_noise=0.15)
+    assert fit(build_dataset(runs, values)).anchors == ()
 
 
 def test_runs_without_an_anchor_get_the_plain_booster() -> None:
