@@ -100,8 +100,8 @@ def test_a_runtime_estimate_anchors_the_model_and_trees_move_it_only_where_it_he
     assert gain_shares(model)["history_s"] >= 0.9
 
     runs, values = _anchored_runs(400, 1, 2.0)  # the anchor misses what `flag` doubles
-    del values["size"]  # with `size` the plain booster knows each job's level as exactly
-    data = build_dataset(runs, values)
+    # without `size`, which would tell the plain booster each run's level as exactly
+    data = build_dataset(runs, {k: v for k, v in values.items() if k != "size"})
     model = fit(data)
     assert model.residual is not None and model.residual_trees > 0
     predicted = model.predict_seconds(data.x)
