@@ -12,13 +12,16 @@ configurations, unseen hardware.
 - ``leave-one-machine-type-out``: each node type in turn is the test set, the model trained on
   every other type: how will my job run on hardware it has never run on?
 
-Every feature set gets the same model, the one ``autofe train`` fits (LightGBM on log duration,
-its parameters, seeds and one thread; :data:`FIXED_TREES` trees instead of early stopping), and
-the same folds. The reference is LightGBM on the dataset's **raw columns**: the run table's own
-known-at-submit columns plus the cluster fields its mapping names; beside it, the simple
-baselines of :mod:`autofe.modeling.baselines` fit on each fold's training runs
-(:func:`evaluate_baselines`: the job's median, the job x configuration median, the
-Ernest-style fit; a run table has no history order, so the run-by-run medians are left out).
+The raw-column sets get the product's LightGBM (log duration, its parameters, seeds and one
+thread) with :data:`FIXED_TREES` trees instead of early stopping; a generated catalog gets the
+model ``autofe run`` ships with it (:func:`product_fit_predict`: early-stopped on inner folds
+and anchored on its runtime-estimate features), since that is what a user of the catalog
+gets. Every set gets the same folds. The reference is LightGBM on the dataset's **raw
+columns**: the run table's own known-at-submit columns plus the cluster fields its mapping
+names; beside it, the simple baselines of :mod:`autofe.modeling.baselines` fit on each
+fold's training runs (:func:`evaluate_baselines`: the job's median, the job x configuration
+median, the Ernest-style fit; a run table has no history order, so the run-by-run medians are
+left out).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from autofe.modeling.baselines import FACTS_SQL, as_facts, out_of_fold_baselines
 from autofe.modeling.conformal import conformal_quantile
 from autofe.modeling.dataset import Dataset, FeatureValues, Value, build_dataset, labelled_runs
 from autofe.modeling.metrics import score
-from autofe.modeling.train import regressor
+from autofe.modeling.train import fit, regressor
 from autofe.schema import HARDWARE_COLUMNS
 from autofe.warehouse.connect import open_warehouse
 
@@ -175,6 +178,16 @@ def fit_predict(
     return np.asarray(model.predict(data.x[test]), dtype=np.float64)
 
 
+def product_fit_predict(
+    data: Dataset, train: NDArray[np.intp], test: NDArray[np.intp], seed: int = 0
+) -> NDArray[np.float64]:
+    """Log-duration predictions for ``test`` by the model ``autofe run`` ships
+    (:func:`autofe.modeling.train.fit`: trees sized by its inner folds, anchored on the
+    features that are runtime estimates) fitted on ``train``: how a generated catalog is
+    scored, since its history features are meant for that model."""
+    return fit(data.rows(np.sort(train)), seed).predict_log(data.x[test])
+
+
 def interval_highs(
     data: Dataset, folds: Folds, groups: Sequence[str], level: float = 0.9, seed: int = 0
 ) -> NDArray[np.float64]:
@@ -288,7 +301,7 @@ def evaluate_generated(
     results = []
     for protocol, folds in protocol_folds(groups, seed):
         predicted = masked_out_of_fold(
-            db, runs, specs, folds, lambda d, tr, te: fit_predict(d, tr, te, seed), extras
+            db, runs, specs, folds, lambda d, tr, te: product_fit_predict(d, tr, te, seed), extras
         )
         for name, p in predicted.items():
             m = score(seconds, p)
