@@ -199,6 +199,7 @@ def _parts() -> tuple[tuple[str, type, type | None], ...]:
         ("model.residual_folds", tuple, Booster),
         ("model.residual_trees", int, None),
         ("model.anchor_shares", tuple, float),
+        ("model.anchor_trust", float, None),
         ("model.window", tuple, datetime),
         ("model.encoder", Encoder, None),
         ("model.encoder.vocab", dict, tuple),
