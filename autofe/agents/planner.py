@@ -239,7 +239,8 @@ earlier run or a size that never varied, and shrinks the slopes of a job with fe
 
 
 def job_scaling(size: FeatureSpec | None, slots: FeatureSpec) -> FeatureSpec:
-    """The job's median on this run's configuration where it has earlier runs there; elsewhere
+    """The job's median on this run's configuration (its last five runs there, so that it follows
+    a job that got slower) where it has earlier runs there; elsewhere
     a power law fit per job on its earlier runs, evaluated at this run's size and slots:
     ln duration = a + b (ln size - mean) + c (ln slots - mean), ridge on b and c. The median
     first because on a rerun it is the most accurate estimate there is, and an anchored model
@@ -291,7 +292,10 @@ sized AS (
 ),
 earlier AS (
   SELECT t.run_id, h.duration_s AS d, ln(h.duration_s) AS y, h.x1, h.x2,
-         h.config = t.config AS same
+         h.config = t.config AS same,
+         row_number() OVER (
+           PARTITION BY t.run_id, h.config = t.config ORDER BY h.end_time DESC, h.run_id DESC
+         ) AS recency
   FROM sized AS t
   JOIN sized AS h
     ON h.job_id = t.job_id
@@ -301,7 +305,7 @@ earlier AS (
 ),
 means AS (
   SELECT run_id, avg(y) AS my, avg(x1) AS m1, avg(x2) AS m2,
-         median(d) FILTER (WHERE same) AS same_median
+         median(d) FILTER (WHERE same AND recency <= 5) AS same_median
   FROM earlier
   GROUP BY run_id
 ),

@@ -303,8 +303,8 @@ def test_every_job_scaling_fit_passes_the_gates_on_the_example(
 
 
 def test_job_scaling_on_a_run_parameter_is_the_ridge_fit(example_warehouse: Path) -> None:
-    """The fit on the example's ``days`` parameter against numpy, run by run (the job's median
-    on the run's configuration where it has earlier runs there)."""
+    """The fit on the example's ``days`` parameter against numpy, run by run (the median of the
+    job's last five runs on the run's configuration where it has earlier runs there)."""
     (days,) = numeric_profile_columns({"parameter_types": {"days": "DOUBLE"}})
     fit = job_scaling(days, _slots())
     with Sandbox.open(example_warehouse) as sandbox:
@@ -321,7 +321,8 @@ def test_job_scaling_on_a_run_parameter_is_the_ridge_fit(example_warehouse: Path
         if not earlier:
             assert values[run_id] is None
             continue
-        same = [r[5] for r in earlier if config[r[0]] == config[run_id]]
+        there = sorted((r for r in earlier if config[r[0]] == config[run_id]), key=_latest)
+        same = [r[5] for r in there[:5]]
         x = [[size[r[0]] for r in earlier], [slots[r[0]] for r in earlier]]
         expected = (
             float(np.median(same))
@@ -333,6 +334,11 @@ def test_job_scaling_on_a_run_parameter_is_the_ridge_fit(example_warehouse: Path
         fitted += not same
     assert checked == 413 and fitted > 200
     assert len({round(v, 6) for v in values.values() if v}) > 100
+
+
+def _latest(run: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Latest first: end time, then run id, both descending (the recipe's recency order)."""
+    return (-run[4].timestamp(), tuple(-ord(c) for c in run[0]))
 
 
 def _finished_before(run: tuple[Any, ...], submit: Any) -> bool:
