@@ -265,6 +265,19 @@ def evaluate_round(
     rule = _Rule(inputs.train, inputs.values, inputs.base, best_r2, best_whatif, settings)
     tried = _choose(inputs.train, inputs.values, inputs.base, inputs.new, best_r2, settings)
     whatif = _whatif_stage(db, inputs, tried[-1], rule, cache or MaskedCache())
+    result = _decided(inputs, tried, whatif, rule, iteration)
+    result.seconds = round(time.perf_counter() - started, 3)
+    log.info(
+        "round %d: kept %d of %d, CV R² %.4f, what-if MAPE %.4f (%.1f s)",
+        *(iteration, len(result.kept), len(new), result.cv.r2, whatif.mape, whatif.seconds),
+    )
+    return result
+
+
+def _decided(
+    inputs: _Inputs, tried: list[_Trial], whatif: _WhatIfStage, rule: _Rule, iteration: int
+) -> RoundResult:
+    """The round's result from the CV trials and the what-if stage (seconds: the caller's)."""
     chosen = (whatif.screened.trials or tried)[-1]
     kept_now = [_kept(s, chosen, iteration) for s in inputs.survivors if s.name in chosen.names]
     dropped = inputs.screened_out + [
@@ -275,13 +288,8 @@ def evaluate_round(
     feedback = _feedback(chosen, dropped, inputs.categories, inputs.jobs, inputs.job_names)
     feedback["whatif"] = {"mape": _number(whatif.mape), "folds": whatif.folds}
     metrics = chosen.evaluation.metrics if chosen.evaluation else _no_metrics()
-    log.info(
-        "round %d: kept %d of %d, CV R² %.4f, what-if MAPE %.4f (%.1f s)",
-        *(iteration, len(kept_now), len(new), metrics.r2, whatif.mape, whatif.seconds),
-    )
-    seconds = round(time.perf_counter() - started, 3)
     return RoundResult(
-        kept_now, dropped, metrics, feedback, seconds, whatif.mape, round(whatif.seconds, 3)
+        kept_now, dropped, metrics, feedback, 0.0, whatif.mape, round(whatif.seconds, 3)
     )
 
 
