@@ -108,10 +108,10 @@ class RuntimeModel:
     """The inner folds' anchored boosters (one per fold when ``residual`` is set)."""
     residual_trees: int = 0
     anchor_shares: tuple[float, ...] = ()
+    """The share of the training runs each of ``anchors`` anchored (its importance)."""
     anchor_trust: float = math.inf
     """How far (in log) an anchored prediction may be from the plain booster's
     (:data:`ANCHOR_TRUST_LEVEL`)."""
-    """The share of the training runs each of ``anchors`` anchored (its importance)."""
 
     def predict_seconds(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
         """Median duration predictions (seconds)."""
@@ -127,7 +127,10 @@ class RuntimeModel:
 
     def fold_log(self, k: int, x: NDArray[np.float64]) -> NDArray[np.float64]:
         """Inner fold ``k``'s log-duration predictions (what CV+ centres its residuals on)."""
-        return _fold_log(self, k, x)
+        plain = _predict_log(self.folds[k], x, self.trees)
+        residual = self.residual_folds[k] if self.residual_folds else None
+        offset = anchor_log(x, self.anchors)
+        return _anchored(plain, offset, x, residual, self.residual_trees, self.anchor_trust)
 
     def predict(self, x: NDArray[np.float64], jobs: Sequence[str]) -> Predicted:
         """Medians (seconds) and, per level, the (low, high) interval bounds of every row."""
@@ -161,12 +164,13 @@ def fit(data: Dataset, seed: int = 0) -> RuntimeModel:
     model = regressor(seed, trees).fit(data.x, np.log(data.seconds))
     anchors = anchor_chain(data)
     residual = _residual(data, anchor_log(data.x, anchors), folds, seed)
-    trust = _trust(data, folds, boosters, trees)
-    parts = _FoldParts(boosters, trees, anchors, *residual[1:], trust)
-    if anchors and not _anchoring_helps(parts, data, [test for _, test in folds]):
-        anchors, residual = (), (None, (), 0)
-        parts = _FoldParts(boosters, trees, anchors, (), 0, trust)
-    calibration = _calibrate(parts, data, [test for _, test in folds])
+    tests = [test for _, test in folds]
+    plain = [_predict_log(b, data.x[t], trees) for b, t in zip(boosters, tests, strict=True)]
+    trust = _trust(data, tests, plain)
+    held = _held_out(data, tests, plain, anchors, residual, trust)
+    if anchors and not _anchoring_helps(data, tests, plain, held, anchors):
+        anchors, residual, held = (), (None, (), 0), plain
+    calibration = _calibrate(data, tests, held)
     window = (data.submit_times[0], data.submit_times[-1])
     shares = anchor_shares(data.x, anchors)
     return RuntimeModel(
@@ -184,42 +188,30 @@ def fit(data: Dataset, seed: int = 0) -> RuntimeModel:
     )
 
 
-@dataclass(frozen=True)
-class _FoldParts:
-    """What the inner folds' predictions need (a fitted model, or one being calibrated)."""
-
-    folds: tuple[Any, ...]
-    trees: int
-    anchors: tuple[int, ...]
-    residual_folds: tuple[Any, ...]
-    residual_trees: int
-    anchor_trust: float
-
-
-def _trust(
-    data: Dataset,
-    folds: Sequence[tuple[NDArray[np.intp], NDArray[np.intp]]],
-    boosters: Sequence[Any],
-    trees: int,
-) -> float:
+def _trust(data: Dataset, tests: Folded, plain: Folded) -> float:
     """:data:`ANCHOR_TRUST_LEVEL` quantile of the plain inner folds' absolute log errors."""
     log_y = np.log(data.seconds)
-    errors = np.concatenate(
-        [
-            np.abs(_predict_log(b, data.x[t], trees) - log_y[t])
-            for b, (_, t) in zip(boosters, folds, strict=True)
-        ]
-    )
+    errors = np.concatenate([np.abs(p - log_y[t]) for p, t in zip(plain, tests, strict=True)])
     return float(np.quantile(errors, ANCHOR_TRUST_LEVEL))
 
 
-def _fold_log(
-    parts: RuntimeModel | _FoldParts, k: int, x: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    plain = _predict_log(parts.folds[k], x, parts.trees)
-    residual = parts.residual_folds[k] if parts.residual_folds else None
-    offset = anchor_log(x, parts.anchors)
-    return _anchored(plain, offset, x, residual, parts.residual_trees, parts.anchor_trust)
+def _held_out(
+    data: Dataset,
+    tests: Folded,
+    plain: Folded,
+    anchors: Sequence[int],
+    residual: Residual,
+    trust: float,
+) -> list[Any]:
+    """Each inner fold's log predictions of its test runs, anchored where they have an anchor
+    (``plain``: the plain fold boosters' predictions of the same runs)."""
+    _, fold_residuals, residual_trees = residual
+    out = []
+    for k, (test, p) in enumerate(zip(tests, plain, strict=True)):
+        x = data.x[test]
+        moved = fold_residuals[k] if fold_residuals else None
+        out.append(_anchored(p, anchor_log(x, anchors), x, moved, residual_trees, trust))
+    return out
 
 
 def anchor_chain(data: Dataset) -> tuple[int, ...]:
@@ -292,6 +284,8 @@ def _anchored(
     return out
 
 
+Folded = Sequence[NDArray[Any]]
+"""One array per inner fold (its test runs' indexes, or their predictions)."""
 Residual = tuple[Any, tuple[Any, ...], int]
 """The anchored booster (or None), its inner folds' boosters and its tree count."""
 
@@ -316,7 +310,10 @@ def _residual(
     pairs = [(train[anchored[train]], test[anchored[test]]) for train, test in folds]
     if any(len(tr) < MIN_RESIDUAL_RUNS or len(te) == 0 for tr, te in pairs):
         return None, (), 0
-    boosters = tuple(_residual_fold(data, offset, train, test, seed) for train, test in pairs)
+    boosters = tuple(
+        _early_stopped(data, train, test, seed, RESIDUAL_OBJECTIVE, offset).booster_
+        for train, test in pairs
+    )
     trees = _one_standard_error(data, offset, boosters, [test for _, test in pairs])
     if trees < 1:
         return None, (), 0
@@ -324,30 +321,6 @@ def _residual(
     final = regressor(seed, trees, RESIDUAL_OBJECTIVE)
     final.fit(data.x[rows], np.log(data.seconds[rows]), init_score=offset[rows])
     return final, boosters, trees
-
-
-def _residual_fold(
-    data: Dataset,
-    offset: NDArray[np.float64],
-    train: NDArray[np.intp],
-    test: NDArray[np.intp],
-    seed: int,
-) -> Any:
-    """One fold's anchored booster (``lightgbm.Booster``), early-stopped on its test runs."""
-    import lightgbm
-
-    log_y = np.log(data.seconds)
-    model = regressor(seed, MAX_TREES, RESIDUAL_OBJECTIVE)
-    model.fit(
-        data.x[train],
-        log_y[train],
-        init_score=offset[train],
-        eval_X=(data.x[test],),
-        eval_y=(log_y[test],),
-        eval_init_score=[offset[test]],
-        callbacks=[lightgbm.early_stopping(PATIENCE, verbose=False)],
-    )
-    return model.booster_
 
 
 def _one_standard_error(
@@ -374,7 +347,9 @@ def _one_standard_error(
     return min(trees for mean, trees in means if mean <= bound)
 
 
-def _anchoring_helps(parts: _FoldParts, data: Dataset, tests: Sequence[NDArray[np.intp]]) -> bool:
+def _anchoring_helps(
+    data: Dataset, tests: Folded, plain: Folded, held: Folded, anchors: Sequence[int]
+) -> bool:
     """Whether to anchor: unless the inner folds predict their anchored test runs clearly
     better with the plain booster, by more than one standard error of the paired difference of
     absolute log errors. The anchor is the simpler model (no fitted parameter when no tree
@@ -384,39 +359,48 @@ def _anchoring_helps(parts: _FoldParts, data: Dataset, tests: Sequence[NDArray[n
     the plain booster wins clearly and the model is not anchored."""
     log_y = np.log(data.seconds)
     gaps = []
-    for k, test in enumerate(tests):
-        x = data.x[test]
-        rows = np.isfinite(anchor_log(x, parts.anchors))
-        anchored = np.abs(_fold_log(parts, k, x[rows]) - log_y[test][rows])
-        plain = np.abs(_predict_log(parts.folds[k], x[rows], parts.trees) - log_y[test][rows])
-        gaps.append(anchored - plain)
+    for test, p, h in zip(tests, plain, held, strict=True):
+        rows = np.isfinite(anchor_log(data.x[test], anchors))
+        truth = log_y[test][rows]
+        gaps.append(np.abs(h[rows] - truth) - np.abs(p[rows] - truth))
     gap = np.concatenate(gaps)
     if len(gap) < 2:
         return True
     return float(gap.mean()) <= float(gap.std(ddof=1)) / math.sqrt(len(gap))
 
 
-def _calibrate(parts: _FoldParts, data: Dataset, tests: Sequence[NDArray[np.intp]]) -> Calibration:
-    """The folds' held-out runs, each predicted by the fold model that held it out."""
-    held = np.concatenate(tests)
+def _calibrate(data: Dataset, tests: Folded, held: Folded) -> Calibration:
+    """The folds' held-out runs, each predicted (``held``) by the fold model that held it out."""
+    index = np.concatenate(tests)
     fold_of = np.concatenate([np.full(len(t), k, dtype=np.intp) for k, t in enumerate(tests)])
-    log_pred = np.concatenate([_fold_log(parts, k, data.x[t]) for k, t in enumerate(tests)])
-    jobs = [data.job_ids[i] for i in held]
-    return Calibration.fit(np.log(data.seconds[held]), log_pred, fold_of, jobs)
+    jobs = [data.job_ids[i] for i in index]
+    return Calibration.fit(np.log(data.seconds[index]), np.concatenate(held), fold_of, jobs)
 
 
 def _early_stopped(
-    data: Dataset, train: NDArray[np.intp], test: NDArray[np.intp], seed: int
+    data: Dataset,
+    train: NDArray[np.intp],
+    test: NDArray[np.intp],
+    seed: int,
+    objective: str = "regression",
+    offset: NDArray[np.float64] | None = None,
 ) -> Any:
+    """A regressor grown on ``train`` until ``test`` stops improving; with ``offset``, the
+    anchored booster of those rows (their log anchors as the starting score)."""
     import lightgbm
 
-    model = regressor(seed, MAX_TREES)
+    log_y = np.log(data.seconds)
+    starts: dict[str, Any] = {}
+    if offset is not None:
+        starts = {"init_score": offset[train], "eval_init_score": [offset[test]]}
+    model = regressor(seed, MAX_TREES, objective)
     model.fit(
         data.x[train],
-        np.log(data.seconds[train]),
+        log_y[train],
         eval_X=(data.x[test],),
-        eval_y=(np.log(data.seconds[test]),),
+        eval_y=(log_y[test],),
         callbacks=[lightgbm.early_stopping(PATIENCE, verbose=False)],
+        **starts,
     )
     return model
 
