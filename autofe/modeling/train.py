@@ -13,8 +13,9 @@ generated ones. Seeds, one thread and LightGBM's deterministic mode make a fit r
 **Anchored on history.** A feature set may hold estimates of the run's own duration read from
 earlier runs (the job's median on the same configuration, a per-job scaling fit...). Trees
 cannot pass such a number through: they cut it into steps, and on a few hundred runs the steps
-are coarse (on the example workspace LightGBM on the job x configuration median scored 29.8 %
-MAPE on the holdout where the median itself scored 24.0 %). So the features that predict the
+are coarse (in a one-off comparison on the example workspace during issue #28, not a test,
+LightGBM on the job x configuration median scored 29.8 % MAPE on the holdout where the median
+itself scored 24.0 %). So the features that predict the
 duration on their own within :data:`ANCHOR_MAX_LOG_ERROR` (median, over the training runs
 that have them) form a chain, most accurate first; a run's first value in the chain is its
 *anchor*, the model's offset, and a second booster learns the log ratio of the duration to
@@ -77,8 +78,9 @@ ANCHOR_TRUST_LEVEL = 0.95
 """An anchored prediction is kept within the plain booster's prediction times e^(±w), w this
 quantile of the plain booster's absolute log errors on the inner folds: a second opinion. A
 history estimate can be poisoned in a way no training run shows (the mean of a job's last
-three runs right after a run 60 times longer, on the example: MAPE 181 % on the latest
-quarter, 68 % with the guard, 21.2 % unchanged for the generated catalog)."""
+three runs right after a run 60 times longer; in a one-off comparison on the example during
+issue #28, not a test: MAPE 181 % on the latest quarter, 68 % with the guard, 21.2 % unchanged
+for the generated catalog)."""
 
 
 Bounds = tuple[NDArray[np.float64], NDArray[np.float64]]
