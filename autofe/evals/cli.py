@@ -188,6 +188,14 @@ def trace(
         float, typer.Option("--slack", help="Deadline: slack × (fastest true + start-up).")
     ] = 1.5,
     min_jobs: Annotated[int, typer.Option("--min-jobs", help="Replay points up to this.")] = 300,
+    generated: Annotated[
+        Path | None,
+        typer.Option(
+            "--generated",
+            help="Price with this autofe run's catalog (run directory or catalog folder; "
+            "third-party sources).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """A simulation trace from real runtimes: every shape's true runtime and the model's
@@ -197,8 +205,9 @@ def trace(
     from autofe.scheduler.jobfile import write_jobs
 
     settings = TraceSettings(seed=seed, slack=slack, min_jobs=min_jobs)
+    specs = read_feature_set(_catalog_dir(generated)) if generated is not None else ()
     with err.status(f"building the {source} trace…"):
-        jobs = trace_for(source, load_catalog(), settings, db=db, workspace=workspace)
+        jobs = trace_for(source, load_catalog(), settings, db, workspace, specs)
     write_jobs(out_file, jobs.jobs, jobs.budgets, jobs.source)
     tiers = {t: sum(j.tier == t for j in jobs.jobs) for t in ("P0", "P1", "P2", "P3")}
     summary = {

@@ -4,7 +4,9 @@ A *point* is one job with one input, measured on several shapes (instance type Ã
 a lab sweep point, or a third-party job run under many configurations. Each shape carries the
 runtime it really had (``true_s``, the mean of its repeated runs) beside the model's
 out-of-fold prediction (``p50_s`` and the 90 % conformal interval), exactly the predictions
-issue #6 judged configuration choice on (:mod:`autofe.evals.choice`, :mod:`autofe.evals.sweeps`).
+issue #6 judged configuration choice on (:mod:`autofe.evals.choice`, :mod:`autofe.evals.sweeps`)
+or, for a third-party source given a generated catalog, that catalog's predictions: its values
+computed with the priced configuration's outcomes hidden, as configuration choice scores it.
 Both intervals are split-conformal on absolute log errors, so they are symmetric in log:
 ``low_s = p50_sÂ² / high_s`` is the lower bound the same calibration gives, not an assumption.
 
@@ -48,6 +50,7 @@ from autofe.errors import ConfigError
 from autofe.evals.choice import LEVEL, choice_options
 from autofe.evals.cost import DEADLINE_FACTOR, Option
 from autofe.evals.manual import manual_features
+from autofe.evals.masked import out_of_fold_values
 from autofe.evals.protocols import (
     CLUSTER_COLUMNS,
     K,
@@ -59,9 +62,10 @@ from autofe.evals.protocols import (
 )
 from autofe.evals.report import COST_FOLDS, COST_MIN_TRAIN
 from autofe.evals.sweeps import sweep_options
+from autofe.featurespec import FeatureSpec
 from autofe.ingest.ingest import ingest
 from autofe.modeling.compute import feature_matrix
-from autofe.modeling.dataset import build_dataset
+from autofe.modeling.dataset import FeatureValues, build_dataset
 from autofe.modeling.evaluate import cross_validate
 from autofe.scheduler.catalog import Catalog
 from autofe.scheduler.jobfile import Budget, JobSet
@@ -180,14 +184,23 @@ def lab_points(db: Path, seed: int = 0) -> list[Point]:
     return points_from_options(sweep_options(db, evaluation), config_shapes(db))
 
 
-def third_party_points(db: Path, dataset: str, seed: int = 0) -> list[Point]:
+def third_party_points(
+    db: Path, dataset: str, seed: int = 0, generated: Sequence[FeatureSpec] = ()
+) -> list[Point]:
     """A third-party dataset's points with #6's configuration-choice predictions: LightGBM on
     the raw columns and node-type facts, grouped 5-fold by configuration (the model never saw
     the configuration it prices), 90 % split-conformal bound, and a 99 % one by the same code
-    for the tail the strictest tier reads (P0's 0.99)."""
+    for the tail the strictest tier reads (P0's 0.99). With ``generated`` specs, the model
+    reads those instead, each run's values computed with its fold's outcomes hidden
+    (:func:`autofe.evals.choice.generated_choice_options`)."""
     runs, groups = labelled_groups(db)
-    data = build_dataset(runs, raw_values(db, CLUSTER_COLUMNS))
     folds = grouped_folds(groups.config, K, seed)
+    values: FeatureValues = (
+        out_of_fold_values(db, runs, generated, folds)
+        if generated
+        else raw_values(db, CLUSTER_COLUMNS)
+    )
+    data = build_dataset(runs, values)
     p50 = out_of_fold(data, folds, seed)
     high = interval_highs(data, folds, groups.config, LEVEL, seed)
     high99 = interval_highs(data, folds, groups.config, TAIL_LEVEL, seed)
@@ -363,38 +376,48 @@ def trace_for(
     settings: TraceSettings,
     db: Path | None = None,
     workspace: Path | None = None,
+    generated: Sequence[FeatureSpec] = (),
 ) -> JobSet:
     """The trace of a named source (see :func:`source_points`)."""
-    return build_trace(source_points(source, db, workspace), catalog, settings, source)
+    points = source_points(source, db, workspace, generated)
+    label = f"{source}, generated ({len(generated)} features)" if generated else source
+    return build_trace(points, catalog, settings, label)
 
 
 def source_points(
-    source: str, db: Path | None = None, workspace: Path | None = None
+    source: str,
+    db: Path | None = None,
+    workspace: Path | None = None,
+    generated: Sequence[FeatureSpec] = (),
 ) -> list[Point]:
     """The points of a named source, from ``db`` or by ingesting the source into a scratch
-    warehouse (the lab: ``workspace``, default the shipped example; others: their mapping).
+    warehouse (the lab: ``workspace``, default the shipped example; others: their mapping),
+    priced by ``generated`` features where given (third-party sources only).
 
     Raises:
-        ConfigError: an unknown source, or ``workspace`` given for a third-party source.
+        ConfigError: an unknown source, ``workspace`` given for a third-party source, or
+            ``generated`` for the lab.
     """
     if source not in SOURCES:
         raise ConfigError(f"unknown trace source {source!r}; known: {', '.join(SOURCES)}")
     if workspace is not None and source != "lab":
         raise ConfigError("--workspace is for the lab source; third-party data uses its mapping")
+    if generated and source == "lab":
+        raise ConfigError("--generated is for third-party sources; the lab prices its sweeps")
     if db is not None:
-        return _points(source, db)
+        return _points(source, db, generated)
     with tempfile.TemporaryDirectory(prefix="autofe-trace-") as tmp:
         scratch = Path(tmp) / "warehouse.duckdb"
         inputs = [workspace or example_workspace()] if source == "lab" else [_mapping(source)]
         ingest(inputs, IngestSettings(db=scratch, workers=1))
-        return _points(source, scratch)
+        return _points(source, scratch, generated)
 
 
 def _mapping(source: str) -> Path:
     return MAPPINGS / f"{SOURCES[source]}.toml"
 
 
-def _points(source: str, db: Path) -> list[Point]:
+def _points(source: str, db: Path, generated: Sequence[FeatureSpec]) -> list[Point]:
     if source == "lab":
         return lab_points(db, MODEL_SEED)
-    return third_party_points(db, SOURCES[source], MODEL_SEED)
+    return third_party_points(db, SOURCES[source], MODEL_SEED, generated)

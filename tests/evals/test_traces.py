@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from autofe.cli import app
 from autofe.console import EXIT_USER_ERROR
 from autofe.errors import ConfigError
+from autofe.evals.choice import generated_choice_options
 from autofe.evals.sweeps import SWEEP_SQL
 from autofe.evals.traces import (
     SOURCES,
@@ -21,9 +22,14 @@ from autofe.evals.traces import (
     TraceSettings,
     build_trace,
     cheapest_cost,
+    config_shapes,
+    points_from_options,
+    source_points,
     static_cost,
     trace_for,
 )
+from autofe.feature_catalog import save_catalog
+from autofe.featurespec import FeatureSpec
 from autofe.scheduler.catalog import Catalog, load_catalog
 from autofe.scheduler.jobfile import JobSet, read_jobs, write_jobs
 from autofe.scheduler.jobs import Estimate, JobRequest, Shape
@@ -243,3 +249,68 @@ def test_cli_writes_a_trace_the_scheduler_reads(
     assert "slack 2.0" in jobs.source
     bad = runner.invoke(app, [*args, "--slack", "0.5"])
     assert bad.exit_code == EXIT_USER_ERROR and "slack must be at least 1" in bad.output
+
+
+# what a generated catalog holds for CherryPick: a node-type fact and a history feature that
+# reads other jobs' outcomes on the run's own configuration (the grouped folds must hide them)
+GENERATED = [
+    FeatureSpec(
+        name="node_vcpus_total",
+        category="static-config",
+        sql=(
+            "SELECT r.run_id, c.num_workers * c.vcpu_per_node AS value FROM runs AS r "
+            "JOIN cluster_configs AS c ON c.config_id = r.cluster_config_id"
+        ),
+    ),
+    FeatureSpec(
+        name="same_config_other_jobs_s",
+        category="history",
+        sql=(
+            "SELECT t.run_id, (SELECT avg(ln(h.duration_s)) FROM runs AS h "
+            "WHERE h.cluster_config_id = t.cluster_config_id AND h.job_id <> t.job_id "
+            "AND h.status = 'SUCCEEDED') AS value FROM runs AS t"
+        ),
+    ),
+]
+
+
+def test_a_generated_catalog_prices_the_trace_as_configuration_choice_does(
+    mapping_db: Callable[[str], Path],
+) -> None:
+    """The trace's p50 and 90 % bound per shape are the configuration-choice options of the
+    generated catalog (its values computed with the priced configuration hidden), not the raw
+    columns' ones."""
+    db = mapping_db("cherrypick")
+    (options,) = generated_choice_options(db, GENERATED, {"generated": {}}).values()
+    expected = points_from_options(options, config_shapes(db))
+    points = source_points("cherrypick", db, generated=GENERATED)
+    assert [p.name for p in points] == [p.name for p in expected]
+    for got, want in zip(points, expected, strict=True):
+        assert got.shapes.keys() == want.shapes.keys()
+        for key, estimate in got.shapes.items():
+            assert estimate.p50_s == pytest.approx(want.shapes[key].p50_s)
+            assert estimate.high_s == pytest.approx(want.shapes[key].high_s)
+            assert estimate.true_s == want.shapes[key].true_s
+            assert estimate.high99_s is not None and estimate.high99_s >= estimate.high_s
+    raw = source_points("cherrypick", db)
+    assert [e.p50_s for p in raw for e in p.shapes.values()] != [
+        e.p50_s for p in points for e in p.shapes.values()
+    ]
+    with pytest.raises(ConfigError, match="--generated is for third-party sources"):
+        source_points("lab", db, generated=GENERATED)
+
+
+def test_cli_prices_a_trace_with_a_run_directory_s_catalog(
+    mapping_db: Callable[[str], Path], catalog: Catalog, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    save_catalog(run_dir / "features", list(GENERATED))
+    out = tmp_path / "cp.json"
+    db = mapping_db("cherrypick")
+    args = ["eval", "trace", "--source", "cherrypick", "--db", str(db), "--out", str(out)]
+    result = runner.invoke(app, [*args, "--min-jobs", "40", "--generated", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    jobs = read_jobs(out, catalog)
+    assert jobs.source.startswith("cherrypick, generated (2 features)")
+    missing = runner.invoke(app, [*args, "--generated", str(tmp_path / "nowhere")])
+    assert missing.exit_code == EXIT_USER_ERROR and "nowhere" in missing.output
