@@ -252,7 +252,7 @@ def test_cli_writes_a_trace_the_scheduler_reads(
 
 
 # what a generated catalog holds for CherryPick: a node-type fact and a history feature that
-# reads other jobs' outcomes on the run's own configuration (the grouped folds must hide them)
+# reads the job's outcomes on the other configurations (the grouped folds hide the priced one's)
 GENERATED = [
     FeatureSpec(
         name="node_vcpus_total",
@@ -263,12 +263,12 @@ GENERATED = [
         ),
     ),
     FeatureSpec(
-        name="same_config_other_jobs_s",
+        name="job_elsewhere_median_s",
         category="history",
         sql=(
-            "SELECT t.run_id, (SELECT avg(ln(h.duration_s)) FROM runs AS h "
-            "WHERE h.cluster_config_id = t.cluster_config_id AND h.job_id <> t.job_id "
-            "AND h.status = 'SUCCEEDED') AS value FROM runs AS t"
+            "SELECT t.run_id, median(h.duration_s) AS value FROM runs AS t "
+            "LEFT JOIN runs AS h ON h.job_id = t.job_id AND h.status = 'SUCCEEDED' "
+            "AND h.cluster_config_id <> t.cluster_config_id GROUP BY t.run_id"
         ),
     ),
 ]
