@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from autofe.modeling.baselines import FACTS_SQL, as_facts, job_config_median_online
+from autofe.modeling.metrics import score
 from autofe.run_dir import RunDir
 from autofe.sandbox.session import Sandbox
 
@@ -58,10 +59,10 @@ def main() -> None:
 
 
 def _line(actual: NDArray[np.float64], predicted: NDArray[np.float64]) -> str:
-    ape = np.abs(predicted - actual) / actual
+    m = score(actual, predicted)
     return (
-        f"MAPE {ape.mean():.1%}, median APE {float(np.median(ape)):.1%}, "
-        f"within ±20 % {float(np.mean(ape <= 0.2)):.0%}"
+        f"MAPE {m.mape:.1%}, median APE {m.median_ape:.1%}, log-R² {m.r2:.2f}, "
+        f"within ±20 % {m.within_20:.0%}"
     )
 
 

@@ -581,9 +581,10 @@ def _whatif_screen(chosen: _Trial, judge: WhatIfRound, rule: _Rule) -> _Screened
 
     At most about log2(n) + 2 what-if scores for n outcome-reading features.
     """
-    if not rule.new_in(chosen):
+    new = rule.new_in(chosen)
+    if not new:
         return _Screened([], {})
-    candidates = [*rule.new_in(chosen), *chosen.pruned]
+    candidates = [*new, *chosen.pruned]
     change: dict[str, float] = {}
     limit, reference = _whatif_limit(chosen, _harmful(chosen, judge, rule, change), judge, rule)
     reasons: dict[str, str] = {}
