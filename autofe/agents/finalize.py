@@ -21,6 +21,7 @@ from autofe.modeling.artifact import Artifact, library_versions, save_model
 from autofe.modeling.baselines import FACTS_SQL, as_facts, best_baseline, score_baselines
 from autofe.modeling.dataset import LABELLED_SQL, Dataset, as_labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, evaluate_holdout
+from autofe.modeling.novelty import labelled_novelty
 from autofe.modeling.train import fit
 from autofe.run_dir import RunDir
 from autofe.sandbox.session import Sandbox
@@ -81,7 +82,8 @@ def finalize_model(
     with Sandbox.open(db) as sandbox:  # agrees with the tools server's open sandbox
         runs = as_labelled(sandbox.query(LABELLED_SQL).rows)
         facts = {f.run_id: f for f in as_facts(sandbox.query(FACTS_SQL).rows)}
-    data = build_dataset(runs, values)
+        novel = labelled_novelty(sandbox)
+    data = build_dataset(runs, values, novel=novel)
     cut = round(len(data) * (1.0 - holdout))
     scored = evaluate_holdout(data, cut, seed)
     baselines = score_baselines([facts[r] for r in data.run_ids], cut, seed)
@@ -113,12 +115,24 @@ def holdout_predictions(data: Dataset, cut: int, scored: Evaluation) -> dict[str
             "submit_time": submitted.isoformat(),
             "actual_s": round(float(actual), 3),
             **{k: round(float(v), 3) for k, v in zip(BOUND_KEYS, numbers, strict=True)},
+            "novel": bool(new),
         }
-        for run_id, job_id, submitted, actual, numbers in zip(
-            block.run_ids, block.job_ids, block.submit_times, block.seconds, columns, strict=True
+        for run_id, job_id, submitted, actual, numbers, new in zip(
+            block.run_ids,
+            block.job_ids,
+            block.submit_times,
+            block.seconds,
+            columns,
+            _novel(block),
+            strict=True,
         )
     ]
     return {"runs": rows}
+
+
+def _novel(block: Dataset) -> list[bool]:
+    """Each run's novelty (``holdout.json``'s ``novel``: new to its job's history)."""
+    return [False] * len(block) if block.novel is None else [bool(v) for v in block.novel]
 
 
 BOUND_KEYS = ("p50_s", "low_80", "high_80", "low_90", "high_90")

@@ -25,6 +25,7 @@ from autofe.modeling.dataset import (
     as_labelled,
     build_dataset,
 )
+from autofe.modeling.novelty import labelled_novelty
 from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
 from autofe.sandbox.rewrite import restricted
 from autofe.sandbox.session import QueryError, Sandbox
@@ -69,8 +70,10 @@ def feature_matrix(db: Path, specs: Sequence[FeatureSpec]) -> Dataset:
 
 
 def labelled_matrix(sandbox: Sandbox, values: FeatureValues) -> Dataset:
-    """The labelled runs ``sandbox`` reads (time order), with ``values`` as their features."""
-    return build_dataset(as_labelled(sandbox.query(LABELLED_SQL).rows), values)
+    """The labelled runs ``sandbox`` reads (time order), with ``values`` as their features and
+    which of them are new to their job's history."""
+    runs = as_labelled(sandbox.query(LABELLED_SQL).rows)
+    return build_dataset(runs, values, novel=labelled_novelty(sandbox))
 
 
 def parse_query(spec: FeatureSpec) -> exp.Query:

@@ -75,6 +75,9 @@ class Dataset:
     x: NDArray[np.float64]
     seconds: NDArray[np.float64]
     encoder: Encoder
+    novel: NDArray[np.bool_] | None = None
+    """Whether each run is new to its job's history (:mod:`autofe.modeling.novelty`); None
+    when the caller did not say, and intervals are then calibrated on every run alike."""
 
     def rows(self, index: NDArray[np.intp]) -> Dataset:
         """The subset at ``index`` (kept in time order)."""
@@ -87,6 +90,7 @@ class Dataset:
             self.x[pick],
             self.seconds[pick],
             self.encoder,
+            None if self.novel is None else self.novel[pick],
         )
 
     def __len__(self) -> int:
@@ -117,8 +121,10 @@ def build_dataset(
     runs: Sequence[tuple[str, str, datetime, float]],
     values: FeatureValues,
     encoder: Encoder | None = None,
+    novel: Mapping[str, bool] | None = None,
 ) -> Dataset:
-    """The matrix of ``values`` over ``runs`` (a feature missing for a run is NaN)."""
+    """The matrix of ``values`` over ``runs`` (a feature missing for a run is NaN); ``novel``:
+    run id → new to its job's history (:func:`autofe.modeling.novelty.novel_runs`)."""
     features = tuple(sorted(values))
     run_ids = [r[0] for r in runs]
     encoder = encoder or Encoder.fit(features, values, run_ids)
@@ -136,4 +142,5 @@ def build_dataset(
         x,
         np.array([r[3] for r in runs], dtype=np.float64),
         encoder,
+        None if novel is None else np.array([bool(novel.get(r)) for r in run_ids], dtype=bool),
     )

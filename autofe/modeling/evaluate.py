@@ -31,11 +31,31 @@ class Evaluation:
     bounds: dict[float, tuple[NDArray[np.float64], NDArray[np.float64]]]
     metrics: Metrics
     coverage: dict[float, float]
+    novel: NDArray[np.bool_] | None = None
+    """Which test runs were new to their job's history, when known."""
 
     def as_dict(self) -> dict[str, object]:
-        """Metrics and coverage (keys ``coverage_80`` / ``coverage_90``), JSON-ready."""
+        """Metrics and coverage (keys ``coverage_80`` / ``coverage_90``), JSON-ready; with
+        novelty known, also the novel runs' count and each kind's coverage
+        (``coverage_80_novel``, ``coverage_80_familiar``...), since a pooled coverage can
+        hide intervals too narrow for the what-if runs and too wide for the reruns."""
         covered = {f"coverage_{round(lv * 100)}": round(c, 4) for lv, c in self.coverage.items()}
-        return {**{k: _rounded(v) for k, v in asdict(self.metrics).items()}, **covered}
+        return {
+            **{k: _rounded(v) for k, v in asdict(self.metrics).items()},
+            **covered,
+            **self._by_novelty(),
+        }
+
+    def _by_novelty(self) -> dict[str, object]:
+        if self.novel is None:
+            return {}
+        out: dict[str, object] = {"novel_runs": int(self.novel.sum())}
+        for kind, rows in (("novel", self.novel), ("familiar", ~self.novel)):
+            for level, (low, high) in sorted(self.bounds.items()):
+                value = coverage(self.actual[rows], low[rows], high[rows]) if rows.any() else None
+                key = f"coverage_{round(level * 100)}_{kind}"
+                out[key] = None if value is None else round(value, 4)
+        return out
 
 
 def cross_validate(
@@ -43,21 +63,24 @@ def cross_validate(
 ) -> Evaluation:
     """Expanding-window CV over ``data`` (see :func:`autofe.modeling.splits.time_folds`)."""
     ids: list[str] = []
+    novel: list[bool] = []
     actual: list[float] = []
     predicted: list[float] = []
     low: dict[float, list[float]] = {level: [] for level in LEVELS}
     high: dict[float, list[float]] = {level: [] for level in LEVELS}
     for train, test in time_folds(len(data), folds, min_train):
         model, block = fit(data.rows(train), seed), data.rows(test)
-        p50, bounds = model.predict(block.x, block.job_ids)
+        p50, bounds = model.predict(block.x, block.job_ids, _flags(block))
         ids += block.run_ids
+        novel += [] if block.novel is None else list(block.novel)
         actual += list(block.seconds)
         predicted += list(p50)
         for level in LEVELS:
             low[level] += list(bounds[level][0])
             high[level] += list(bounds[level][1])
     joined = {lv: (np.array(low[lv]), np.array(high[lv])) for lv in LEVELS}
-    return _evaluation(ids, np.array(actual), np.array(predicted), joined)
+    flags = None if data.novel is None else np.array(novel, dtype=bool)
+    return _evaluation(ids, np.array(actual), np.array(predicted), joined, flags)
 
 
 def evaluate_holdout(data: Dataset, cut: int, seed: int = 0) -> Evaluation:
@@ -74,8 +97,13 @@ def evaluate_holdout(data: Dataset, cut: int, seed: int = 0) -> Evaluation:
 
 def evaluate_model(model: RuntimeModel, block: Dataset) -> Evaluation:
     """A fitted model's predictions, intervals, metrics and coverage on ``block``."""
-    p50, bounds = model.predict(block.x, block.job_ids)
-    return _evaluation(block.run_ids, block.seconds, p50, bounds)
+    p50, bounds = model.predict(block.x, block.job_ids, _flags(block))
+    return _evaluation(block.run_ids, block.seconds, p50, bounds, block.novel)
+
+
+def _flags(block: Dataset) -> list[bool | None] | None:
+    """The block's novelty flags for :meth:`RuntimeModel.predict` (None when unknown)."""
+    return None if block.novel is None else [bool(v) for v in block.novel]
 
 
 def _rounded(value: object) -> object:
@@ -87,6 +115,8 @@ def _evaluation(
     actual: NDArray[np.float64],
     predicted: NDArray[np.float64],
     bounds: dict[float, Bounds],
+    novel: NDArray[np.bool_] | None = None,
 ) -> Evaluation:
     covered = {lv: coverage(actual, *bounds[lv]) for lv in LEVELS}
-    return Evaluation(tuple(ids), actual, predicted, bounds, score(actual, predicted), covered)
+    metrics = score(actual, predicted)
+    return Evaluation(tuple(ids), actual, predicted, bounds, metrics, covered, novel)

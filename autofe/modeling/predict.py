@@ -17,6 +17,7 @@ from autofe.errors import ConfigError
 from autofe.modeling.artifact import Artifact
 from autofe.modeling.compute import compute_values, parse_query
 from autofe.modeling.dataset import Value, stable
+from autofe.modeling.novelty import run_novelty
 from autofe.modeling.pending import PendingRun, pending_sandbox
 from autofe.sandbox.rewrite import referenced_tables
 from autofe.sandbox.session import Sandbox
@@ -31,6 +32,8 @@ class Prediction:
     p50_s: float
     intervals: dict[float, tuple[float, float]]
     features: dict[str, Value] = field(default_factory=dict)
+    novel: bool | None = None
+    """Whether the run is new to its job's history (None: not known)."""
 
     @property
     def missing(self) -> list[str]:
@@ -48,20 +51,28 @@ class Prediction:
             },
             "features": self.features,
             "missing_features": self.missing,
+            "novel": self.novel,
         }
 
 
 def predict_values(
-    artifact: Artifact, values: Mapping[str, Value], run_id: str, job_id: str
+    artifact: Artifact,
+    values: Mapping[str, Value],
+    run_id: str,
+    job_id: str,
+    novel: bool | None = None,
 ) -> Prediction:
-    """Predict from feature values given by name (absent names count as missing)."""
+    """Predict from feature values given by name (absent names count as missing); ``novel``:
+    whether the run is new to its job's history (None, unknown: the interval is calibrated on
+    every run alike)."""
     model = artifact.model
     row = [model.encoder.encode(name, values.get(name)) for name in model.features]
-    p50s, bounds = model.predict(stable(np.array([row], dtype=np.float64)), [job_id])
+    x = stable(np.array([row], dtype=np.float64))
+    p50s, bounds = model.predict(x, [job_id], [novel])
     p50 = float(p50s[0])
     intervals = {level: (float(low[0]), float(high[0])) for level, (low, high) in bounds.items()}
     features = {name: values.get(name) for name in model.features}
-    return Prediction(run_id, job_id, p50, intervals, features)
+    return Prediction(run_id, job_id, p50, intervals, features, novel)
 
 
 def predict_run(artifact: Artifact, db: Path, run_id: str) -> Prediction:
@@ -95,7 +106,8 @@ def _predict_in(artifact: Artifact, sandbox: Sandbox, run_id: str, where: str) -
         raise ConfigError(f"run {run_id!r} is not in {where}")
     values = compute_values(sandbox, artifact.specs, [run_id])
     one = {name: by_run.get(run_id) for name, by_run in values.items()}
-    return predict_values(artifact, one, run_id, str(found[0][0] or ""))
+    novel = run_novelty(sandbox, run_id)
+    return predict_values(artifact, one, run_id, str(found[0][0] or ""), novel)
 
 
 def _escaped(text: str) -> str:

@@ -134,22 +134,33 @@ class RuntimeModel:
         offset = anchor_log(x, self.anchors)
         return _anchored(plain, offset, x, residual, self.residual_trees, self.anchor_trust)
 
-    def predict(self, x: NDArray[np.float64], jobs: Sequence[str]) -> Predicted:
-        """Medians (seconds) and, per level, the (low, high) interval bounds of every row."""
+    def predict(
+        self,
+        x: NDArray[np.float64],
+        jobs: Sequence[str],
+        novel: Sequence[bool | None] | None = None,
+    ) -> Predicted:
+        """Medians (seconds) and, per level, the (low, high) interval bounds of every row;
+        ``novel`` says which rows are new to their job's history (None: unknown)."""
         p50 = self.predict_seconds(x)
         by_fold = np.column_stack([self.fold_log(k, x) for k in range(len(self.folds))])
-        return p50, {level: self._bounds(p50, by_fold, jobs, level) for level in LEVELS}
+        flags = [None] * len(jobs) if novel is None else list(novel)
+        return p50, {level: self._bounds(p50, by_fold, jobs, flags, level) for level in LEVELS}
 
     def _bounds(
         self,
         p50: NDArray[np.float64],
         by_fold: NDArray[np.float64],
         jobs: Sequence[str],
+        novel: Sequence[bool | None],
         level: float,
     ) -> Bounds:
         """CV+ bounds in seconds, widened to hold the median where every fold model disagrees
         with the final one (CV+ bounds the fold models' predictions, not the final model's)."""
-        pairs = [self.calibration.bounds(f, level, j) for f, j in zip(by_fold, jobs, strict=True)]
+        pairs = [
+            self.calibration.bounds(f, level, j, n)
+            for f, j, n in zip(by_fold, jobs, novel, strict=True)
+        ]
         low, high = np.exp(np.array(pairs, dtype=np.float64).reshape(-1, 2)).T
         return np.minimum(low, p50), np.maximum(high, p50)
 
@@ -376,7 +387,8 @@ def _calibrate(data: Dataset, tests: Folded, held: Folded) -> Calibration:
     index = np.concatenate(tests)
     fold_of = np.concatenate([np.full(len(t), k, dtype=np.intp) for k, t in enumerate(tests)])
     jobs = [data.job_ids[i] for i in index]
-    return Calibration.fit(np.log(data.seconds[index]), np.concatenate(held), fold_of, jobs)
+    novel = None if data.novel is None else data.novel[index].tolist()
+    return Calibration.fit(np.log(data.seconds[index]), np.concatenate(held), fold_of, jobs, novel)
 
 
 def _early_stopped(

@@ -45,6 +45,7 @@ from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.modeling.artifact import Artifact, load_model
 from autofe.modeling.compute import compute_values
 from autofe.modeling.dataset import LABELLED_SQL, FeatureValues, Labelled, as_labelled
+from autofe.modeling.novelty import NOVELTY_SQL, Novelty, novel_runs
 from autofe.modeling.registry import FEATURES_DIR, Registry, Version
 from autofe.pipelines.home import Home
 from autofe.pipelines.nightly_compare import (
@@ -451,6 +452,12 @@ def read_labelled(db: Path) -> Labelled:
         return as_labelled(_all_rows(sandbox, LABELLED_SQL))
 
 
+def read_novelty(db: Path) -> Novelty:
+    """Which labelled runs are new to their job's history (:mod:`autofe.modeling.novelty`)."""
+    with Sandbox.open(db) as sandbox:
+        return novel_runs(_all_rows(sandbox, NOVELTY_SQL))
+
+
 def _all_rows(sandbox: Sandbox, sql: str) -> list[Any]:
     result = sandbox.query(sql)
     if result.truncated:
@@ -523,8 +530,9 @@ def _compare(
     margin: float,
 ) -> Decision:
     """Score both feature sets on the window, decide, and record it all."""
-    challenger_mape = _score_challenger(night, db, labelled, window, challenger)
-    champion_mape = _score_champion(night, labelled, window, champion)
+    novel = read_novelty(db)
+    challenger_mape = _score_challenger(night, db, labelled, novel, window, challenger)
+    champion_mape = _score_champion(night, labelled, novel, window, champion)
     error = champion.error if champion else None
     decision = decide(challenger_mape, champion_mape, margin, error)
     label = "promoted" if decision.promote else ("kept" if champion else "none")
@@ -533,27 +541,32 @@ def _compare(
 
 
 def _score_challenger(
-    night: _Night, db: Path, labelled: Labelled, window: Window, challenger: Artifact | None
+    night: _Night,
+    db: Path,
+    labelled: Labelled,
+    novel: Novelty,
+    window: Window,
+    challenger: Artifact | None,
 ) -> float | None:
     if challenger is None:
         night.record["challenger"] = None
         return None
-    scored = score_on_window(labelled, feature_values(db, challenger.specs), window)
+    scored = score_on_window(labelled, feature_values(db, challenger.specs), window, novel)
     night.record["challenger"] = {"features": len(challenger.specs), "window": metrics_of(scored)}
     return scored.metrics.mape
 
 
 def _score_champion(
-    night: _Night, labelled: Labelled, window: Window, champion: Champion | None
+    night: _Night, labelled: Labelled, novel: Novelty, window: Window, champion: Champion | None
 ) -> float | None:
     """The champion's window score (refit before the window) and, beside it, the deployed
     model's (``seen_in_training``: window runs it was trained on, so its score flatters)."""
     night.record["champion"] = champion.as_dict() if champion else None
     if champion is None or champion.artifact is None or champion.values is None:
         return None
-    scored = score_on_window(labelled, champion.values, window)
+    scored = score_on_window(labelled, champion.values, window, novel)
     recent = labelled[len(labelled) - window.size :]
-    deployed = deployed_score(champion.artifact, recent, champion.values)
+    deployed = deployed_score(champion.artifact, recent, champion.values, novel)
     through = champion.trained_through
     seen = sum(1 for r in recent if through is not None and r[2] <= through)
     night.record["champion"] |= {

@@ -26,6 +26,7 @@ from autofe.errors import ConfigError, ModelError
 from autofe.modeling.artifact import Artifact
 from autofe.modeling.dataset import FeatureValues, Labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, evaluate_holdout, evaluate_model
+from autofe.modeling.novelty import Novelty
 from autofe.modeling.train import MIN_RUNS
 from autofe.pipelines.train import HOLDOUT
 
@@ -148,18 +149,28 @@ def _pct(share: float, digits: int = 1) -> str:
 
 
 def score_on_window(
-    runs: Labelled, values: FeatureValues, window: Window, seed: int = 0
+    runs: Labelled,
+    values: FeatureValues,
+    window: Window,
+    novel: Novelty | None = None,
+    seed: int = 0,
 ) -> Evaluation:
-    """A feature set's window score: fit on the runs before the window, predict the window.
+    """A feature set's window score: fit on the runs before the window, predict the window
+    (``novel``: which runs are new to their job's history, for the intervals).
 
     Raises:
         ConfigError: too few runs before the window to fit.
     """
-    data = build_dataset(runs, values)
+    data = build_dataset(runs, values, novel=novel)
     return evaluate_holdout(data, len(data) - window.size, seed)
 
 
-def deployed_score(artifact: Artifact, runs: Sequence[Any], values: FeatureValues) -> Evaluation:
+def deployed_score(
+    artifact: Artifact,
+    runs: Sequence[Any],
+    values: FeatureValues,
+    novel: Novelty | None = None,
+) -> Evaluation:
     """How a saved model, as it is, predicts ``runs`` ((run_id, job_id, submit, seconds) rows).
 
     Raises:
@@ -170,7 +181,7 @@ def deployed_score(artifact: Artifact, runs: Sequence[Any], values: FeatureValue
         raise ConfigError("no runs to score the deployed model on")
     model = artifact.model
     own = {name: values.get(name, {}) for name in model.features}
-    data = build_dataset(list(runs), own, model.encoder)
+    data = build_dataset(list(runs), own, model.encoder, novel)
     if data.features != model.features:  # columns are matched by position
         raise ModelError(f"model features {model.features} are not in column order")
     return evaluate_model(model, data)

@@ -46,12 +46,43 @@ def headline(metrics: Mapping[str, Any]) -> list[str]:
         ["median APE", pct(h["median_ape"]), pct(best["median_ape"]) if best else "—"],
         ["80 % interval coverage", pct(h.get("coverage_80")), "— (no interval)" if best else "—"],
         ["90 % interval coverage", pct(h.get("coverage_90")), "— (no interval)" if best else "—"],
+        *_coverage_by_novelty(h, best is not None),
     ]
     return [
         p(f"On the {h['n']} latest runs by submit time, which the loop never saw."),
         table(["", "model", label], rows, table_id="headline-scores"),
         p(verdict(metrics)),
     ]
+
+
+def _coverage_by_novelty(h: Mapping[str, Any], baseline: bool) -> list[list[str]]:
+    """80 % / 90 % coverage of the holdout runs new to their job's history and of the reruns,
+    when the run recorded them: a pooled coverage can hide one kind's intervals being too
+    narrow.
+
+    >>> _coverage_by_novelty({"n": 3, "novel_runs": 1, "coverage_80_novel": 1.0,
+    ...     "coverage_90_novel": 1.0, "coverage_80_familiar": 0.5,
+    ...     "coverage_90_familiar": 1.0}, False)[0]
+    ['80 % / 90 % coverage, 1 run new to its job', '100.0% / 100.0%', '—']
+    """
+    if "novel_runs" not in h:
+        return []
+    novel, rest = int(h["novel_runs"]), int(h["n"]) - int(h["novel_runs"])
+    rows = []
+    for kind, count, label in (
+        (
+            "novel",
+            novel,
+            f"{novel} run{'s' * (novel != 1)} new to {'its' if novel == 1 else 'their'} job",
+        ),
+        ("familiar", rest, f"{rest} rerun{'s' * (rest != 1)} of a known setting"),
+    ):
+        if count:
+            both = f"{pct(h.get(f'coverage_80_{kind}'))} / {pct(h.get(f'coverage_90_{kind}'))}"
+            rows.append(
+                [f"80 % / 90 % coverage, {label}", both, "— (no interval)" if baseline else "—"]
+            )
+    return rows
 
 
 def best_baseline(metrics: Mapping[str, Any]) -> dict[str, Any] | None:

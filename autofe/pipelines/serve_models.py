@@ -158,6 +158,12 @@ class PredictRequest(_Job):
     submit_time: Timestamp | None = None
     cluster_config_id: Identifier | None = None
     cluster: ClusterSpec | None = None
+    novel: bool | None = Field(
+        default=None,
+        description="With 'features': whether the run is on a configuration, node type or "
+        "script version its job has not finished a run on (a computed prediction says so in "
+        "its own 'novel'). It picks the runs the interval is calibrated on; omitted, every run.",
+    )
 
     @model_validator(mode="after")
     def _one_way(self) -> PredictRequest:
@@ -166,6 +172,8 @@ class PredictRequest(_Job):
         spec = [name for name in (*_SPEC_FIELDS, "script_text", "job") if getattr(self, name)]
         if self.features is not None and spec:
             raise ValueError(f"give 'features' or a job spec, not both (also given: {spec})")
+        if self.features is None and self.novel is not None:
+            raise ValueError("'novel' goes with 'features'; a job spec's novelty is computed")
         return self
 
     def pending_run(self) -> PendingRun:
@@ -285,6 +293,12 @@ class PredictionOut(BaseModel):
     features: dict[str, FeatureValue]
     missing_features: list[str]
     unknown_features: list[str] = Field(description="Given, but not used by this model.")
+    novel: bool | None = Field(
+        default=None,
+        description="Whether the run is new to its job's history (a configuration, node type "
+        "or script version it has not finished on): its interval is calibrated on such runs. "
+        "null when unknown (features given without 'novel').",
+    )
 
     @classmethod
     def of(

@@ -452,7 +452,7 @@ def predict_given(loaded: Loaded, request: PredictRequest) -> PredictionOut:
     check_given_types(loaded, [((), request)])
     values = request.features or {}
     run_id = request.run_id or "pending"
-    prediction = predict_values(loaded.artifact, values, run_id, request.job_id)
+    prediction = predict_values(loaded.artifact, values, run_id, request.job_id, request.novel)
     unknown = sorted(set(values) - set(prediction.features))
     return PredictionOut.of(prediction, loaded.version, "given", unknown)
 

@@ -13,7 +13,7 @@ import pytest
 from autofe.errors import ConfigError
 from autofe.modeling.artifact import Artifact, load_model
 from autofe.modeling.pending import PendingRun, read_pending
-from autofe.modeling.predict import predict_pending, predict_run
+from autofe.modeling.predict import predict_pending, predict_run, predict_values
 from autofe.warehouse.connect import schema_fingerprint
 
 
@@ -153,3 +153,22 @@ def test_a_bad_job_file_names_the_file_and_the_field(
 def test_submit_times_with_a_zone_become_utc() -> None:
     p = PendingRun(job_id="1", submit_time="2024-03-01T12:00:00+02:00")  # type: ignore[arg-type]
     assert p.submit_time.isoformat() == "2024-03-01T10:00:00"
+
+
+def test_a_run_on_a_configuration_new_to_its_job_is_novel_and_says_so(
+    artifact: Artifact, example_warehouse: Path
+) -> None:
+    known = _latest_run(example_warehouse)
+    known.pop("source_run")
+    rerun = predict_pending(artifact, example_warehouse, PendingRun(**known))
+    known.pop("cluster_config_id")
+    cluster = {"node_type": "Standard_F4s", "vcpu_per_node": 4.0, "memory_gb_per_node": 8.0}
+    moved = predict_pending(artifact, example_warehouse, PendingRun(**known, cluster=cluster))
+    assert rerun.novel is False and moved.novel is True
+    assert rerun.as_dict()["novel"] is False and moved.as_dict()["novel"] is True
+    # the same feature values, told apart only by their novelty: the novel calibration's width
+    as_rerun = predict_values(artifact, moved.features, "x", moved.job_id, novel=False)
+    as_novel = predict_values(artifact, moved.features, "x", moved.job_id, novel=True)
+    assert as_novel.intervals == moved.intervals and as_novel.p50_s == as_rerun.p50_s
+    (low_n, high_n), (low_r, high_r) = as_novel.intervals[0.8], as_rerun.intervals[0.8]
+    assert high_n / low_n > high_r / low_r

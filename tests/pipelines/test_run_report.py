@@ -112,6 +112,16 @@ def test_the_example_runs_report_draws_every_holdout_run(example_run: Path) -> N
     assert_jobs_worst_first(page, held)
     # CV R², CV MAPE and the what-if MAPE
     assert page.points.get("rounds") == 3 * len(metrics["iterations"])
+    # coverage of the runs new to their job and of the reruns, as holdout.json marks them
+    novel = sum(1 for r in runs if r["novel"])
+    assert 0 < novel == metrics["holdout"]["novel_runs"] < held
+    kinds = [r for r in page.tables["headline-scores"] if r[1] and "% coverage," in r[1][0]]
+    h = metrics["holdout"]
+    assert [cells[1] for _, cells in kinds] == [
+        f"{h['coverage_80_novel']:.1%} / {h['coverage_90_novel']:.1%}",
+        f"{h['coverage_80_familiar']:.1%} / {h['coverage_90_familiar']:.1%}",
+    ]
+    assert f"{novel} runs new to their job" in kinds[0][1][0]
 
 
 def test_the_example_runs_baselines_stand_beside_the_model(example_run: Path) -> None:

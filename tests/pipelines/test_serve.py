@@ -123,12 +123,18 @@ def test_features_given_by_name_take_the_fast_path(
     dropped = next(name for name, value in features.items() if value is not None)
     given = {**features, "not_a_feature": 1.0}
     del given[dropped]
-    fast = client.post("/v1/predict", json={"job_id": spec["job_id"], "features": features})
-    partial = client.post("/v1/predict", json={"job_id": spec["job_id"], "features": given})
+    job = spec["job_id"]
+    novel = computed["novel"]
+    fast = client.post("/v1/predict", json={"job_id": job, "features": features, "novel": novel})
+    partial = client.post("/v1/predict", json={"job_id": job, "features": given})
     assert fast.status_code == partial.status_code == 200
+    assert isinstance(novel, bool) and fast.json()["novel"] is novel
     assert fast.json()["p50_s"] == computed["p50_s"]
     assert fast.json()["intervals"] == computed["intervals"]
     assert fast.json()["feature_source"] == "given" and fast.json()["run_id"] == "pending"
+    assert partial.json()["novel"] is None
+    told = client.post("/v1/predict", json={**spec, "novel": True})  # a spec's is computed
+    assert told.status_code == 422 and "'novel' goes with 'features'" in told.text
     assert partial.json()["unknown_features"] == ["not_a_feature"]
     assert dropped in partial.json()["missing_features"]
 
