@@ -50,14 +50,19 @@ BUCKET_EDGES = (10.0, 100.0, 1000.0, 10000.0)
 BUCKETS = ("<10s", "10-100s", "100-1000s", "1000-10000s", ">=10000s")
 WORST_JOBS = 5
 TOP_FEATURES = 10
+RUNS_PER_FEATURE = 10
+"""Training runs per feature beyond which a round must improve the CV score to keep its
+features, not only hold it: the old rule of thumb of ten observations per parameter. The
+final set is pruned apart (:mod:`autofe.agents.prune`)."""
 DEFAULT_SETTINGS = EvalSettings()
 
 
-def evaluate_node(ctx: LoopContext) -> Node:
+def evaluate_node(ctx: LoopContext, cache: MaskedCache | None = None) -> Node:
     """The node: the round's decisions, its record, and the feedback for the next round (the
-    stop rule is the graph's, :func:`autofe.agents.graph.stop_after`)."""
+    stop rule is the graph's, :func:`autofe.agents.graph.stop_after`). ``cache``: the kept
+    features' masked values, computed once per loop (a new one when not given)."""
 
-    cache = MaskedCache()  # the kept features' masked values, computed once per loop
+    cache = cache or MaskedCache()
 
     async def evaluate(state: LoopState) -> dict[str, Any]:
         started = ctx.clock()
@@ -409,21 +414,40 @@ def _choose(
     At most three CV evaluations; the first is also the last when there is nothing new.
     """
     tried = [_trial(train, values, base, new, settings)]
-    if _acceptable(tried[-1], base, best_r2, settings.tolerance):
+    if _acceptable(tried[-1], base, best_r2, settings.tolerance, len(train)):
         return tried
     top = _top_half(tried[0], new)
     if top:
         tried.append(_trial(train, values, base, top, settings))
-        if _acceptable(tried[-1], base, best_r2, settings.tolerance):
+        if _acceptable(tried[-1], base, best_r2, settings.tolerance, len(train)):
             return tried
     tried.append(_trial(train, values, base, (), settings))
     return tried
 
 
-def _acceptable(trial: _Trial, base: tuple[str, ...], best_r2: float | None, tol: float) -> bool:
+def _acceptable(
+    trial: _Trial, base: tuple[str, ...], best_r2: float | None, tol: float, runs: int
+) -> bool:
+    """Whether ``trial`` may stand (:func:`holds`); the previous set always does."""
     if best_r2 is None or math.isnan(best_r2) or set(trial.names) == set(base):
         return True
-    return trial.r2 >= best_r2 - tol
+    return holds(trial.r2, len(trial.names), best_r2, tol, runs)
+
+
+def holds(r2: float, features: int, best_r2: float, tol: float, runs: int) -> bool:
+    """Whether a set of ``features`` scoring CV R² ``r2`` may replace the best so far: no worse
+    than ``best_r2`` less ``tol``, or, once it has more features than ``runs`` training runs
+    support (:data:`RUNS_PER_FEATURE`), better than the best by ``tol``: a set that large must
+    show the gain that pays for it.
+
+    >>> holds(0.50, 30, 0.50, 0.01, 400), holds(0.50, 50, 0.50, 0.01, 400)
+    (True, False)
+    >>> holds(0.52, 50, 0.50, 0.01, 400)
+    True
+    """
+    if features > runs // RUNS_PER_FEATURE:
+        return r2 >= best_r2 + tol
+    return r2 >= best_r2 - tol
 
 
 def _top_half(trial: _Trial, new: tuple[str, ...]) -> tuple[str, ...]:
@@ -630,7 +654,7 @@ def _passes(trial: _Trial, judge: WhatIfRound, rule: _Rule, limit: float) -> boo
     """The previous set always stands; a larger one must pass both rules."""
     if set(trial.names) == set(rule.base):
         return True
-    cv_ok = _acceptable(trial, rule.base, rule.best_r2, rule.settings.tolerance)
+    cv_ok = _acceptable(trial, rule.base, rule.best_r2, rule.settings.tolerance, len(rule.train))
     return cv_ok and not judge.mape(trial.names) > limit
 
 

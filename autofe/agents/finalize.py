@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from autofe.agents.context import LoopContext, Node
+from autofe.agents.prune import prune_kept
 from autofe.agents.state import Feature, LoopState
+from autofe.agents.whatif import MaskedCache
 from autofe.feature_catalog import save_catalog
 from autofe.featurespec import FeatureSpec, Provenance
 from autofe.json_file import write_json
@@ -29,15 +31,21 @@ from autofe.warehouse.connect import schema_fingerprint
 from autofe.warehouse.feature_store import read_store_values
 
 
-def finalize_node(ctx: LoopContext) -> Node:
-    """The node: the catalog, the model and its holdout score; the round's fields cleared."""
+def finalize_node(ctx: LoopContext, cache: MaskedCache | None = None) -> Node:
+    """The node: the kept features pruned (:mod:`autofe.agents.prune`), the catalog, the model
+    and its holdout score; the round's fields cleared. ``cache``: the evaluate node's masked
+    values, so the pruning's what-if scores compute nothing the rounds already did."""
 
     async def finalize(state: LoopState) -> dict[str, Any]:
+        settings = ctx.settings.evaluation
         kept = state.get("kept", [])
+        iteration = state.get("iteration", 0)
+        pruned, drops, pruning = prune_kept(ctx.db, ctx.store, kept, settings, iteration, cache)
+        kept = [k for k in kept if k["name"] not in set(pruned)]
         specs = [feature_spec(k, ctx.backend.name) for k in kept]
-        holdout = ctx.settings.evaluation.holdout
-        final = finalize_model(ctx.db, ctx.store, kept, specs, ctx.out_dir, holdout)
-        return {"final": final, "candidates": []}
+        final = finalize_model(ctx.db, ctx.store, kept, specs, ctx.out_dir, settings.holdout)
+        final["pruning"] = pruning.as_dict()
+        return {"final": final, "candidates": [], "pruned": pruned, "dropped": drops}
 
     return finalize
 

@@ -20,6 +20,7 @@ from autofe.agents.extract import extract_node
 from autofe.agents.finalize import finalize_node
 from autofe.agents.settings import LoopSettings
 from autofe.agents.state import Iteration, LoopState, StopReason
+from autofe.agents.whatif import MaskedCache
 
 
 def build_graph(ctx: LoopContext) -> Any:
@@ -27,10 +28,11 @@ def build_graph(ctx: LoopContext) -> Any:
     from langgraph.graph import END, START, StateGraph
 
     graph = StateGraph(LoopState)
+    cache = MaskedCache()  # masked values computed once per loop, for the rounds and the pruning
     graph.add_node("analyze", analyze_node(ctx))
     graph.add_node("extract", extract_node(ctx))
-    graph.add_node("evaluate", stop_after(evaluate_node(ctx), ctx.settings))
-    graph.add_node("finalize", finalize_node(ctx))
+    graph.add_node("evaluate", stop_after(evaluate_node(ctx, cache), ctx.settings))
+    graph.add_node("finalize", finalize_node(ctx, cache))
     graph.add_edge(START, "analyze")
     graph.add_edge("analyze", "extract")
     graph.add_edge("extract", "evaluate")

@@ -9,6 +9,7 @@ the SQLite checkpointer can store it and a resumed run continues from the last f
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 StopReason = Literal[
@@ -70,7 +71,7 @@ class Dropped(TypedDict):
 
     name: str
     stage: str
-    """``gate:<name>``, ``quality``, ``stability``, ``lift`` or ``whatif``."""
+    """``gate:<name>``, ``quality``, ``stability``, ``lift``, ``whatif`` or ``prune``."""
     reason: str
     iteration: int
 
@@ -141,4 +142,17 @@ class LoopState(TypedDict, total=False):
     own and its what-if stage's, ``evaluate`` and ``whatif``)."""
     final: dict[str, Any]
     """The finalize node's holdout metrics and model path."""
+    pruned: list[str]
+    """The kept features the finalize node pruned (:mod:`autofe.agents.prune`)."""
     stop_reason: StopReason | None
+
+
+def final_features(state: Mapping[str, Any]) -> list[Feature]:
+    """The features the run ships: every kept one but those the finalize node pruned.
+
+    >>> state = {"kept": [{"name": "a"}, {"name": "b"}], "pruned": ["b"]}
+    >>> final_features(state)
+    [{'name': 'a'}]
+    """
+    pruned = set(state.get("pruned", []))
+    return [k for k in state.get("kept", []) if k["name"] not in pruned]

@@ -32,7 +32,7 @@ from autofe.agents.llm import LLMSettings
 from autofe.agents.openai_backend import OpenAIBackend
 from autofe.agents.planner import OfflinePlanner
 from autofe.agents.settings import EvalSettings, LoopSettings, Targets
-from autofe.agents.state import Dropped
+from autofe.agents.state import Dropped, final_features
 from autofe.agents.toolbox import McpToolbox
 from autofe.config import IngestSettings
 from autofe.errors import AutofeError, ConfigError, LLMError, autofe_error_in
@@ -257,7 +257,7 @@ async def _loop(
             state = (await app.aget_state(config)).values
     metrics = run_metrics(state, time.perf_counter() - started)
     run_dir.metrics.write_text(json.dumps(metrics, indent=2, default=str) + "\n")
-    write_run_report(out, metrics, state.get("kept", []))
+    write_run_report(out, metrics, final_features(state))
     return RunResult(out, metrics, metrics["seconds"])
 
 
@@ -276,7 +276,7 @@ def run_metrics(state: dict[str, Any], seconds: float) -> dict[str, Any]:
     """``metrics.json``: holdout metrics beside the simple baselines on the same runs, counts by
     stage and category, iterations, phases."""
     history = state.get("history", [])
-    kept = state.get("kept", [])
+    kept = final_features(state)
     proposals = state.get("proposals", [])
     dropped = state.get("dropped", [])
     by_stage: dict[str, int] = {}
@@ -291,6 +291,7 @@ def run_metrics(state: dict[str, Any], seconds: float) -> dict[str, Any]:
         "baselines": final.get("baselines"),
         "best_baseline": final.get("best_baseline"),
         "model": final.get("model"),
+        "pruning": final.get("pruning"),
         "proposed": len(proposals),
         "structurally_distinct": len({structure_key(c["sql"]) for c in proposals}),
         "accepted": len(kept),
