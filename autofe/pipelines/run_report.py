@@ -25,7 +25,7 @@ from autofe.agents.state import STOP_WORDS, Feature
 from autofe.errors import AutofeError
 from autofe.knowledge_base.corpus import CORPUS_DIR, parse_document
 from autofe.pipelines import run_report_sections as sections
-from autofe.pipelines.run_report_loop import iterations, kept_features, llm_section
+from autofe.pipelines.run_report_loop import iterations, kept_features, llm_section, pruning
 from autofe.pipelines.run_report_sections import esc, p, table
 from autofe.run_dir import RunDir
 from autofe.sandbox.session import Sandbox
@@ -76,6 +76,7 @@ def report_page(out: Path, metrics: Mapping[str, Any], kept: Sequence[Feature]) 
         *sections.baselines(metrics),
         "<h2>Rounds (CV on the runs before the holdout)</h2>",
         *iterations(metrics["iterations"]),
+        *pruning(metrics.get("pruning")),
         "<h2>Kept features by category</h2>",
         *kept_features(kept, kb_titles(refs)),
         "<h2>Rejected by stage</h2>",

@@ -49,6 +49,41 @@ def iterations(history: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
+def pruning(record: Mapping[str, Any] | None) -> list[str]:
+    """How the kept features were pruned before the model (``metrics.json``'s ``pruning``):
+    one sentence, and each head tried with its scores beside the whole set's.
+
+    >>> pruning(None)
+    []
+    >>> pruning({"before": 3, "after": 3, "reason": "fewer than two features", "whole": None,
+    ...          "tried": []})[0]
+    '<p>Pruning kept 3 of 3 features: fewer than two features.</p>'
+    """
+    if not record:
+        return []
+    before, after = record["before"], record["after"]
+    out = [p(f"Pruning kept {after} of {before} features: {record['reason']}.")]
+    whole = record.get("whole")
+    if whole and record.get("tried"):
+        rows = [_pruning_row("all kept", whole)]
+        rows += [_pruning_row(f"head carrying {t['level']:.0%}", t) for t in record["tried"]]
+        head = ["set", "features", "CV R²", "CV MAPE", "what-if MAPE", "verdict"]
+        out.append(table(head, rows, table_id="pruning"))
+    return out
+
+
+def _pruning_row(label: str, scored: Mapping[str, Any]) -> list[str]:
+    whatif = scored.get("whatif_mape")
+    return [
+        label,
+        str(scored["features"]),
+        f"{scored['cv_r2']:.4f}",
+        pct(scored["cv_mape"]),
+        "n/a" if whatif is None else pct(whatif),
+        scored.get("verdict") or "—",
+    ]
+
+
 def _whatif(h: Mapping[str, Any]) -> float:
     value = h.get("whatif_mape")
     return math.nan if value is None else float(value)

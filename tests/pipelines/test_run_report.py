@@ -122,6 +122,13 @@ def test_the_example_runs_report_draws_every_holdout_run(example_run: Path) -> N
         f"{h['coverage_80_familiar']:.1%} / {h['coverage_90_familiar']:.1%}",
     ]
     assert f"{novel} runs new to their job" in kinds[0][1][0]
+    # the pruning: the whole set and every smaller head tried, with its verdict
+    pruning = metrics["pruning"]
+    assert f"Pruning kept {pruning['after']} of {pruning['before']} features" in page.text["all"]
+    rows = page.tables["pruning"][1:]
+    assert [cells[1] for _, cells in rows] == [
+        str(s["features"]) for s in [pruning["whole"], *pruning["tried"]]
+    ]
 
 
 def test_the_example_runs_baselines_stand_beside_the_model(example_run: Path) -> None:
