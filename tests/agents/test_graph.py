@@ -15,6 +15,7 @@ from autofe.agents.context import LoopContext
 from autofe.agents.graph import build_graph
 from autofe.agents.llm import Proposal, ProposalBatch, ProposalRequest, Usage
 from autofe.agents.settings import EvalSettings, LoopSettings, Targets
+from autofe.agents.state import final_features
 from autofe.agents.toolbox import McpToolbox
 from autofe.evals.manual import manual_features
 from autofe.knowledge_base.embeddings import HashingEmbedder
@@ -106,7 +107,8 @@ def test_rounds_follow_the_graph_until_max_iterations(
     assert state["stop_reason"] == "max_iterations"
     assert [h["proposed"] for h in state["history"]] == [ROUND, ROUND]
     assert state["tokens"] == 20
-    assert state["final"]["features"] == len(state["kept"]) > 0
+    assert state["final"]["features"] == len(final_features(state)) > 0
+    assert len(final_features(state)) + len(state.get("pruned", [])) == len(state["kept"])
     assert (tmp_path / "model.joblib").is_file() and (tmp_path / "features").is_dir()
     # the second request carries the feedback and everything already proposed
     second = backend.requests[1]
