@@ -94,7 +94,8 @@ class Calibration:
     ) -> tuple[float, float]:
         """CV+ (low, high) log-duration bounds for a run whose fold models predict
         ``fold_log_p50`` (one log prediction per fold); ``novel``: whether the run is new to
-        its job's history (None, unknown, and False take the calibration on every run).
+        its job's history; False and None (unknown) take the calibration on every run, per job
+        where the job has enough.
 
         >>> c = Calibration(np.array([0.1, 0.2, 0.3, 0.4]), np.array([0, 0, 1, 1]))
         >>> c.bounds(np.array([1.0, 2.0]), 0.5)
