@@ -200,8 +200,18 @@ def training_runs(db: Path, settings: EvalSettings = DEFAULT_SETTINGS) -> Labell
     Raises:
         WarehouseError: no warehouse at ``db``, or it cannot be opened.
     """
+    return labelled_and_training(db, settings)[1]
+
+
+def labelled_and_training(db: Path, settings: EvalSettings) -> tuple[Labelled, Labelled]:
+    """Every labelled run (time order) and the evaluator's training runs among them.
+
+    Raises:
+        WarehouseError: no warehouse at ``db``, or it cannot be opened.
+        ConfigError: more labelled runs or jobs than the sandbox may return.
+    """
     runs, _ = _read_warehouse(db, settings.limits)
-    return _without_holdout(runs, settings.holdout)
+    return runs, _without_holdout(runs, settings.holdout)
 
 
 def _without_holdout(runs: Labelled, holdout: float) -> Labelled:
@@ -583,15 +593,32 @@ def _whatif_round(
 ) -> WhatIfRound | None:
     """The round's what-if scorer; None when it is off (infinite tolerance) or the training
     runs cannot support configuration folds (one configuration, too few runs per fold)."""
+    features = [*inputs.kept, *(s.feature for s in inputs.survivors)]
+    judge = whatif_round(db, inputs.runs, inputs.train, features, settings, cache)
+    if judge is None and not math.isinf(settings.whatif_tolerance):
+        log.info("no what-if score: the training runs cannot fill two configuration folds")
+    return judge
+
+
+def whatif_round(
+    db: Path,
+    runs: Labelled,
+    train: Labelled,
+    features: Sequence[Feature],
+    settings: EvalSettings,
+    cache: MaskedCache,
+) -> WhatIfRound | None:
+    """The what-if scorer of ``features`` on ``train`` (the head of the labelled ``runs``; the
+    rest, the holdout, is hidden in every masked copy); None when the what-if score is off
+    (infinite tolerance) or the training runs cannot fill two configuration folds."""
     if math.isinf(settings.whatif_tolerance):
         return None
-    holdout = [r[0] for r in inputs.runs[len(inputs.train) :]]
-    folds = whatif_folds(db, inputs.train, holdout, settings.limits)
+    holdout = [r[0] for r in runs[len(train) :]]
+    folds = whatif_folds(db, train, holdout, settings.limits)
     if not folds:
-        log.info("no what-if score: the training runs cannot fill two configuration folds")
         return None
-    features = {f["name"]: f for f in [*inputs.kept, *(s.feature for s in inputs.survivors)]}
-    return WhatIfRound(db, inputs.train, folds, features, cache, settings.limits, settings.seed)
+    by_name = {f["name"]: f for f in features}
+    return WhatIfRound(db, train, folds, by_name, cache, settings.limits, settings.seed)
 
 
 def _whatif_screen(chosen: _Trial, judge: WhatIfRound, rule: _Rule) -> _Screened:

@@ -40,7 +40,11 @@ def finalize_node(ctx: LoopContext, cache: MaskedCache | None = None) -> Node:
         settings = ctx.settings.evaluation
         kept = state.get("kept", [])
         iteration = state.get("iteration", 0)
-        pruned, drops, pruning = prune_kept(ctx.db, ctx.store, kept, settings, iteration, cache)
+        history = state.get("history", [])
+        last = history[-1] if history else None
+        pruned, drops, pruning = prune_kept(
+            ctx.db, ctx.store, kept, settings, iteration, cache, last
+        )
         gone = set(pruned)
         kept = [k for k in kept if k["name"] not in gone]
         specs = [feature_spec(k, ctx.backend.name) for k in kept]

@@ -25,8 +25,15 @@ def test_the_shipped_catalog_is_the_head_the_pruning_kept(example_run: Path) -> 
 
 
 def test_a_smaller_head_is_kept_only_when_it_scores_no_worse(example_run: Path) -> None:
-    pruning = json.loads((example_run / "metrics.json").read_text())["pruning"]
+    metrics = json.loads((example_run / "metrics.json").read_text())
+    pruning = metrics["pruning"]
     whole, tried = pruning["whole"], pruning["tried"]
+    last = metrics["iterations"][-1]  # the last round scored exactly the kept set
+    assert whole["features"] == last["features"] == pruning["before"]
+    assert (whole["cv_r2"], whole["cv_mape"]) == (
+        round(last["cv_r2"], 6),
+        round(last["cv_mape"], 6),
+    )
     settings = EvalSettings()
     assert tried, "the example's catalog has smaller heads to try"
     assert [t["level"] for t in tried] == sorted(t["level"] for t in tried)
