@@ -3,7 +3,8 @@
 Issue #28 asks for the holdout runs whose job *and script version* have at least five training
 runs (the recurring jobs a user relies on most): MAPE, median APE and the share within ±20 %,
 for the model (``holdout.json``) and for the job x configuration median run by run
-(:func:`autofe.modeling.baselines.job_config_median_online`) on the same runs. A script
+(:func:`autofe.modeling.baselines.job_config_median_online`) on the same runs, then every other
+simple baseline of :data:`autofe.modeling.baselines.BASELINES` there. A script
 version is the md5 of the run's script text, else its job's.
 
 Usage (from the repository root)::
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from autofe.modeling.baselines import FACTS_SQL, as_facts, job_config_median_online
+from autofe.modeling.baselines import BASELINES, FACTS_SQL, as_facts, job_config_median_online
 from autofe.modeling.metrics import score
 from autofe.run_dir import RunDir
 from autofe.sandbox.session import Sandbox
@@ -56,6 +57,10 @@ def main() -> None:
           f"{args.min_runs} training runs)")  # fmt: skip
     print(f"model: {_line(actual, model)}")
     print(f"job x configuration median, run by run: {_line(actual, lookup[picked])}")
+    for _, label, predictor in BASELINES:  # every simple baseline on the same runs
+        if predictor is not job_config_median_online:
+            predicted = np.asarray(predictor(facts, cut, 0))[picked]
+            print(f"{label}: {_line(actual, predicted)}")
 
 
 def _line(actual: NDArray[np.float64], predicted: NDArray[np.float64]) -> str:
