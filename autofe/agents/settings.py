@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from autofe.errors import ConfigError
+from autofe.gates.context import GateSettings
 from autofe.sandbox.limits import SandboxLimits
 
 
@@ -99,4 +100,7 @@ class LoopSettings:
     per_round: int = 70
     min_proposals: int = 0
     """Keep iterating until this many candidates were proposed, even with targets met."""
+    feature_budget_seconds: float = GateSettings.feature_budget_s
+    """The cost gate's budget: a feature's projected time on a history ``cost_horizon`` times
+    the workspace's (:mod:`autofe.gates.cost`)."""
     evaluation: EvalSettings = field(default_factory=EvalSettings)

@@ -11,18 +11,22 @@ from dataclasses import dataclass, field
 from autofe.featurespec import FeatureSpec
 from autofe.gates.completeness import check_completeness
 from autofe.gates.context import Gate, GateContext, GateSettings, Reason
+from autofe.gates.cost import check_cost
 from autofe.gates.leakage import check_leakage
 from autofe.gates.leakage_static import check_static_leakage
 
-GATES: tuple[Gate, ...] = (check_completeness, check_leakage)
+GATES: tuple[Gate, ...] = (check_completeness, check_leakage, check_cost)
 
-WITHOUT_RUNNING: dict[Gate, tuple[Gate, str]] = {
+WITHOUT_RUNNING: dict[Gate, tuple[Gate | None, str]] = {
     check_leakage: (check_static_leakage, "dynamic check"),
+    check_cost: (None, ""),
 }
 """What a gate still checks once an earlier gate's run of the query was stopped by a sandbox
 limit, and what it leaves out. The static leakage check reads only the SQL; the dynamic one
 would run the query again (in the unperturbed warehouse and every world) and be stopped again
-after as long: ``features check`` took 22 s for one such feature, twice the 10 s timeout."""
+after as long: ``features check`` took 22 s for one such feature, twice the 10 s timeout. The
+cost gate (``None``: nothing of it runs) would run it on two samples of the warehouse to learn
+what the limit already said."""
 
 __all__ = ["GATES", "GateContext", "GateSettings", "Reason", "Verdict", "run_gates"]
 
@@ -90,7 +94,7 @@ def _plan(gate: Gate, reasons: list[Reason]) -> tuple[Gate | None, str | None]:
     if stopped is None or gate not in WITHOUT_RUNNING:
         return gate, None
     fallback, left_out = WITHOUT_RUNNING[gate]
-    return fallback, (
-        f"{left_out} not run: the query already exceeded {stopped.stopped_by} "
-        f"in the {stopped.gate} gate"
-    )
+    why = f"the query already exceeded {stopped.stopped_by} in the {stopped.gate} gate"
+    if fallback is None:
+        return None, f"not run: {why}"
+    return fallback, f"{left_out} not run: {why}"

@@ -40,3 +40,15 @@ class Leakage(StrEnum):
     """A table-stats snapshot not bounded to ``as_of <= submit_time`` of the target."""
     PERTURBATION = "perturbation"
     """Dynamic check: the value changed when facts known at or after submit were altered."""
+
+
+class Cost(StrEnum):
+    """Why a feature would cost too much on a larger history."""
+
+    SUPERLINEAR = "grows_superlinearly"
+    """Its work grows faster than ``n log n`` with the runs (a comparison with every earlier
+    run of a cluster or node type)."""
+    OVER_BUDGET = "over_feature_budget"
+    """Its projected cost at the horizon exceeds ``feature_budget_s``."""
+    SAMPLE_LIMIT = "sample_limit"
+    """A sandbox limit stopped it on a sample of the warehouse."""

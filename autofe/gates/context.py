@@ -50,6 +50,16 @@ class GateSettings:
     dynamic_targets: int = 6
     """Target runs whose worlds are perturbed by the dynamic leakage check."""
     seed: int = 7
+    feature_budget_s: float = 60.0
+    """The cost gate's budget B: a feature's projected time at the horizon (``autofe run
+    --feature-budget-seconds``). A minute per feature keeps a 200-feature catalog's
+    materialisation on a history ``cost_horizon`` times this one within a few hours."""
+    cost_horizon: float = 10.0
+    """The history the cost gate projects to, in multiples of the warehouse's runs."""
+    cost_sample_shares: tuple[float, ...] = (0.1, 0.4)
+    """The nested job samples the cost gate measures on, as shares of the runs."""
+    cost_sample_cap: int = 50_000
+    """Runs in the largest sample at most (the smaller keeps its ratio)."""
     limits: SandboxLimits = field(default_factory=SandboxLimits)
 
 

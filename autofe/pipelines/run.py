@@ -38,6 +38,7 @@ from autofe.config import IngestSettings
 from autofe.errors import AutofeError, ConfigError, LLMError, autofe_error_in
 from autofe.feature_catalog import load_catalog
 from autofe.featurespec import FeatureSpec
+from autofe.gates import GateSettings
 from autofe.ingest.ingest import ingest
 from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.pipelines.run_report import write_run_report
@@ -233,7 +234,8 @@ async def _loop(
     db, store = run_dir.warehouse, run_dir.feature_store
     roots = (Path(settings.workspace),)
     limits = settings.loop.evaluation.limits  # one configuration of the file per process
-    server = build_server(ServerConfig(db=db, roots=roots, store=store, limits=limits))
+    gates = GateSettings(feature_budget_s=settings.loop.feature_budget_seconds)
+    server = build_server(ServerConfig(db=db, roots=roots, store=store, limits=limits, gates=gates))
     backend = make_backend(settings.llm, OfflinePlanner)
     async with Client(server) as client:
         ctx = LoopContext(

@@ -25,6 +25,7 @@ hostile users, run the sandbox in a worker process with an address-space limit.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -212,6 +213,30 @@ class Sandbox:
             return self._run(cursor, sql, rows)
         finally:
             cursor.close()
+
+    def profile(self, sql: str) -> dict[str, Any]:
+        """Guard ``sql``, run it with the timeout, and return DuckDB's profile of the run.
+
+        The profile (``EXPLAIN (ANALYZE, FORMAT json)``) has every operator with the rows it
+        produced: what :func:`~autofe.sandbox.work.plan_work` turns into a cost that, unlike a
+        time, is the same on every machine.
+
+        Raises:
+            SandboxViolation: as for :meth:`query`.
+            QueryError: as for :meth:`query`.
+        """
+        guard_sql(sql, self.catalog)
+        cursor = self._cursor(sql)
+        try:
+            with Deadline(cursor, self.limits.timeout_s):
+                guard_duckdb_parse(cursor, sql, self.catalog)
+                rows = cursor.execute(f"EXPLAIN (ANALYZE, FORMAT json) {sql}").fetchall()
+        except duckdb.Error as exc:
+            raise self._translate(exc, sql) from exc
+        finally:
+            cursor.close()
+        plan: dict[str, Any] = json.loads(rows[0][1])
+        return plan
 
     def _row_limit(self, limit: int | None) -> int:
         if limit is None:

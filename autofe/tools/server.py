@@ -24,7 +24,7 @@ from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import AfterValidator, Field, ValidationError
 
 from autofe.featurespec import Category, FeatureSpec, ValueType
-from autofe.gates import GateContext, Verdict, run_gates
+from autofe.gates import GateContext, GateSettings, Verdict, run_gates
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
 from autofe.tools.describe_schema import SchemaDescription
@@ -61,6 +61,9 @@ class ServerConfig:
     roots: tuple[Path, ...] = ()
     store: Path | None = None
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    gates: GateSettings = field(default_factory=GateSettings)
+    """Thresholds and budgets of the gates ``materialize_feature`` and ``check_feature`` run
+    (their sandbox limits are always ``limits``)."""
 
     @property
     def feature_store(self) -> Path:
@@ -83,7 +86,7 @@ class Workspace:
     def gates(self) -> GateContext:
         # From the open sandbox: reopening the file with other settings would be refused.
         if self._gates is None:
-            self._gates = gate_context(self.config.db, self.sandbox())
+            self._gates = gate_context(self.config.db, self.sandbox(), self.config.gates)
         return self._gates
 
     def close(self) -> None:

@@ -61,7 +61,8 @@ def test_a_query_stopped_by_the_timeout_is_run_once(ctx: GateContext, executed: 
     assert executed == [CROSS_JOIN]  # not again by the dynamic leakage check
     assert verdict.skipped == {
         "leakage": "dynamic check not run: the query already exceeded the 0.2 s timeout "
-        "in the completeness gate"
+        "in the completeness gate",
+        "cost": "not run: the query already exceeded the 0.2 s timeout in the completeness gate",
     }
     assert verdict.as_dict()["skipped"] == verdict.skipped
 
@@ -147,9 +148,8 @@ def test_sql_nested_too_deeply_is_rejected_by_the_parse_and_walked_by_no_gate(
     assert [(r.gate, r.code, r.message) for r in verdict.reasons] == [
         ("completeness", "parse_error", reason)
     ]
-    assert verdict.skipped == {
-        "leakage": f"not run: the completeness gate could not read the SQL ({reason})"
-    }
+    not_read = f"not run: the completeness gate could not read the SQL ({reason})"
+    assert verdict.skipped == {"leakage": not_read, "cost": not_read}
     assert executed == []  # refused before the sandbox or a world ran anything
     assert verdict.as_dict()["reasons"] == [
         {"gate": "completeness", "code": "parse_error", "message": reason}
