@@ -323,6 +323,34 @@ def warehouse_stats(db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
     out.print(table)
 
 
+@warehouse_app.command("replicate")
+@user_errors
+def warehouse_replicate(
+    source: Annotated[Path, typer.Argument(help="The warehouse to replicate (read only).")],
+    copies: Annotated[int, typer.Option("--copies", help="Copies, each a distinct history.")],
+    out_db: Annotated[Path, typer.Option("--out", help="New warehouse file for the replica.")],
+    shift_seconds: Annotated[
+        float, typer.Option("--shift-seconds", help="Shift copy k's timestamps by k × S seconds.")
+    ] = 0.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """A new warehouse of N copies of one: other teams, other ids, the same history."""
+    from dataclasses import asdict
+
+    from autofe.warehouse.replicate import replicate_warehouse
+
+    with err.status(f"replicating {source} × {copies}"):
+        report = replicate_warehouse(source, out_db, copies, shift_seconds)
+    if as_json:
+        print(json.dumps(asdict(report), default=str, indent=2))
+        return
+    table = Table("table", "source rows", "replica rows")
+    for name, n in report.rows_before.items():
+        table.add_row(name, f"{n:,}", f"{report.rows_after[name]:,}")
+    out.print(table)
+    out.print(f"{report.out}: {report.copies} copies in {report.seconds:.1f} s", highlight=False)
+
+
 CatalogOpt = Annotated[Path, typer.Option("--catalog", help="Feature catalog directory.")]
 DEFAULT_CATALOG = Path("features")
 
