@@ -30,6 +30,7 @@ from autofe.console import (
 )
 from autofe.errors import AutofeError, autofe_error_in
 from autofe.evals.cli import eval_app
+from autofe.gates.context import GateSettings
 from autofe.knowledge_base.cli import kb_app
 from autofe.lab.cli import lab_app
 from autofe.pipelines.triggers_cli import triggers_app
@@ -84,6 +85,14 @@ app.add_typer(triggers_app, name="triggers")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DbOpt = Annotated[Path, typer.Option("--db", help="Warehouse file (DuckDB).")]
+FeatureBudgetOpt = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        help="The cost gate's budget: a feature's projected seconds on 10x this history.",
+    ),
+]
+GATE_DEFAULTS = GateSettings()
 
 
 LLM = LLMSettings(backend="offline")
@@ -401,13 +410,15 @@ def features_show(
 def features_check(
     files: Annotated[list[Path], typer.Argument(help="Feature .sql files.")],
     db: DbOpt = DEFAULT_DB,
+    feature_budget_seconds: FeatureBudgetOpt = GATE_DEFAULTS.feature_budget_s,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the completeness and leakage gates on feature files (exit 1 if any is rejected)."""
+    """Run the completeness, leakage and cost gates on feature files (exit 1 if any is
+    rejected)."""
     from autofe.feature_catalog import read_feature_file
     from autofe.gates import GateContext, run_gates
 
-    ctx = GateContext.load(db)
+    ctx = GateContext.load(db, GateSettings(feature_budget_s=feature_budget_seconds))
     verdicts = [run_gates(read_feature_file(f), ctx) for f in files]
     if as_json:
         print(json.dumps([v.as_dict() for v in verdicts], indent=2))
@@ -503,6 +514,7 @@ def mcp(
     transport: Annotated[str, typer.Option(help="stdio or http.")] = "stdio",
     host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = 8765,
+    feature_budget_seconds: FeatureBudgetOpt = GATE_DEFAULTS.feature_budget_s,
 ) -> None:
     """Serve the autofe tools over MCP (stdio for a local host, or streamable HTTP)."""
     from autofe.errors import ConfigError
@@ -513,7 +525,8 @@ def mcp(
         raise ConfigError(f"--transport must be stdio or http, not {transport!r}")
     open_warehouse(db, read_only=True).close()  # fail now, in one line, if it is missing
     roots = tuple(p.resolve() for p in root or ())
-    server = build_server(ServerConfig(db=db, roots=roots, store=store))
+    gates = GateSettings(feature_budget_s=feature_budget_seconds)
+    server = build_server(ServerConfig(db=db, roots=roots, store=store, gates=gates))
     if transport == "stdio":
         server.run("stdio")
     else:
@@ -636,6 +649,7 @@ def run_command(
     min_proposals: Annotated[
         int, typer.Option(min=0, help="Go on until this many were proposed.")
     ] = LOOP.min_proposals,
+    feature_budget_seconds: FeatureBudgetOpt = LOOP.feature_budget_seconds,
     llm: LlmOpt = None,
     model: ModelOpt = None,
     llm_context: LlmContextOpt = LLM.context_tokens,
@@ -661,6 +675,7 @@ def run_command(
         budget_tokens=budget_tokens,
         per_round=per_round,
         min_proposals=min_proposals,
+        feature_budget_seconds=feature_budget_seconds,
     )
     chosen = _llm_settings(llm, model, llm_context, llm_timeout, llm_batch, llm_format)
     _show_run(_start_run(workspace, out_dir, loop, chosen, _round_line(as_json), as_json), as_json)

@@ -129,3 +129,34 @@ def test_features_check_says_which_gate_was_not_run_and_why(
     text = " ".join(result.stdout.split())
     assert "completeness/parse_error: statement nested too deeply to check" in text
     assert "leakage: not run: the completeness gate could not read the SQL" in text
+
+
+def test_features_check_refuses_a_quadratic_feature_with_its_projected_cost(
+    example_warehouse: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "ended_before.sql"
+    path.write_text(
+        "SELECT t.run_id, count(e.run_id) AS value FROM runs AS t "
+        "LEFT JOIN runs AS e ON e.end_time < t.submit_time GROUP BY t.run_id"
+    )
+    args = ["features", "check", str(path), "--db", str(example_warehouse), "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    [verdict] = json.loads(result.stdout)
+    [reason] = verdict["reasons"]
+    assert (reason["gate"], reason["code"]) == ("cost", "grows_superlinearly")
+    assert "at 490 runs" in reason["message"] and "at 4,900" in reason["message"]
+
+
+def test_features_check_budget_option_reaches_the_cost_gate(
+    example_warehouse: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "hour.sql"
+    path.write_text("SELECT run_id, hour(submit_time) AS value FROM runs")
+    base = ["features", "check", str(path), "--db", str(example_warehouse), "--json"]
+    assert runner.invoke(app, base).exit_code == 0
+    result = runner.invoke(app, [*base, "--feature-budget-seconds", "0"])
+    assert result.exit_code == 1
+    [verdict] = json.loads(result.stdout)
+    assert [r["code"] for r in verdict["reasons"]] == ["over_feature_budget"]
+    assert "exceeds the feature budget of 0 ms" in verdict["reasons"][0]["message"]

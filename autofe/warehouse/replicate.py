@@ -303,6 +303,10 @@ def _fill(con: duckdb.DuckDBPyConnection, plan: _Plan, copies: int) -> None:
             log.info("%s: copies %d+ in %.1f s", t.name, first, time.perf_counter() - started)
 
 
+MEMORY_LIMIT = "4GB"
+"""DuckDB's buffer limit while building: a million-run replica within the 8 GB a step may use."""
+
+
 def _build(source: Path, partial: Path, copies: int, shift_seconds: float) -> _Plan:
     con = open_warehouse(partial)
     try:
@@ -310,6 +314,9 @@ def _build(source: Path, partial: Path, copies: int, shift_seconds: float) -> _P
         # Rows keep no order a reader relies on; keeping it serialises the INSERT, and the
         # reordering at checkpoint leaves a 100k-run replica's file 40 % free blocks.
         con.execute("SET preserve_insertion_order = false")
+        # DuckDB's default (80 % of RAM) let a 1 M-run build reach 8.4 GiB resident; what does
+        # not fit spills to the file's temporary folder instead.
+        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         quoted = str(source).replace("'", "''")
         con.execute(f"ATTACH '{quoted}' AS source (READ_ONLY)")
         plan = _plan(con, shift_seconds)
