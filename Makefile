@@ -8,7 +8,7 @@ BIN = $(VENV)/bin
 DEMO_DIR ?= demo
 CHROMIUM ?= $(shell command -v chromium || echo /usr/bin/chromium)
 
-.PHONY: demo test test-slow test-lab test-spark test-triggers test-airflow test-llm test-ui chromium lint \
+.PHONY: demo test test-slow test-lab test-spark test-triggers test-scale test-airflow test-llm test-ui chromium lint \
 	bench clean
 
 $(BIN)/.installed: pyproject.toml
@@ -48,6 +48,11 @@ test-spark: $(BIN)/.installed
 # without a job slowed 3x (two nights, about five minutes on two cores): CI runs it
 test-triggers: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_triggers_replay.py
+
+# large histories: autofe run on a sampled warehouse (the rounds on a sample, the model on
+# every run; about a minute on two cores): CI runs it
+test-scale: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_run_sample.py
 
 # the Airflow examples (the nightly and retraining DAGs, the scheduler operator against a stub API), in their own
 # venv without autofe (Airflow would downgrade fastapi in $(VENV)); --noconftest:

@@ -650,6 +650,16 @@ def run_command(
         int, typer.Option(min=0, help="Go on until this many were proposed.")
     ] = LOOP.min_proposals,
     feature_budget_seconds: FeatureBudgetOpt = LOOP.feature_budget_seconds,
+    sample_runs: Annotated[
+        int,
+        typer.Option(min=1, help="Above this many runs the loop scores on a sample this size."),
+    ] = LOOP.sample_runs,
+    warehouse: Annotated[
+        Path | None,
+        typer.Option(
+            "--warehouse", help="Start from this warehouse (copied) instead of ingesting."
+        ),
+    ] = None,
     llm: LlmOpt = None,
     model: ModelOpt = None,
     llm_context: LlmContextOpt = LLM.context_tokens,
@@ -676,9 +686,11 @@ def run_command(
         per_round=per_round,
         min_proposals=min_proposals,
         feature_budget_seconds=feature_budget_seconds,
+        sample_runs=sample_runs,
     )
     chosen = _llm_settings(llm, model, llm_context, llm_timeout, llm_batch, llm_format)
-    _show_run(_start_run(workspace, out_dir, loop, chosen, _round_line(as_json), as_json), as_json)
+    started = _start_run(workspace, out_dir, loop, chosen, _round_line(as_json), as_json, warehouse)
+    _show_run(started, as_json)
 
 
 def _resume_run(folder: Path, as_json: bool) -> Any:
@@ -722,18 +734,24 @@ def _start_run(
     llm: LLMSettings,
     progress: Any,
     as_json: bool,
+    warehouse: Path | None = None,
 ) -> Any:
     """A new run of the workspace (default: the example) into ``out_dir`` (default: a stamped
-    folder under ``runs/``)."""
+    folder under ``runs/``); with ``warehouse``, of that warehouse (the workspace is then only
+    the folder ``parse_event_log`` may read)."""
     from datetime import UTC, datetime
 
     from autofe.pipelines.run import RunSettings
     from autofe.pipelines.run import run as start_run
+    from autofe.warehouse.connect import open_warehouse
 
     space = str((workspace_path(workspace) if workspace else example_workspace()).resolve())
     folder = out_dir or Path("runs") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     with _error_as_json(as_json, folder):
-        return start_run(RunSettings(space, loop, llm), folder, progress=progress)
+        if warehouse is not None:
+            open_warehouse(warehouse, read_only=True).close()  # one line if it is no warehouse
+        settings = RunSettings(space, loop, llm)
+        return start_run(settings, folder, progress=progress, warehouse=warehouse)
 
 
 @contextmanager
@@ -780,6 +798,14 @@ def _print_run(run_dir: Path, metrics: dict[str, Any]) -> None:
     if metrics.get("partial"):
         out.print(
             f"partial: {'; '.join(metrics['partial_reasons'])}", highlight=False, soft_wrap=True
+        )
+    if sample := metrics.get("sample"):
+        out.print(
+            f"the loop scored on a sample of {sample['runs']:,} of {sample['of_runs']:,} runs "
+            f"({sample['jobs']:,} of {sample['of_jobs']:,} jobs, whole); the model and holdout "
+            "below are on every run",
+            highlight=False,
+            soft_wrap=True,
         )
     if metrics.get("holdout"):
         out.print(holdout_line(metrics), highlight=False, soft_wrap=True)

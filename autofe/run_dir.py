@@ -42,6 +42,15 @@ class RunDir:
         return self.root / "features.duckdb"
 
     @property
+    def sample(self) -> Path:
+        """The loop's warehouse when the run's history is large (see ``pipelines.run_sample``)."""
+        return self.root / "sample.duckdb"
+
+    @property
+    def sample_record(self) -> Path:
+        return self.root / "sample.json"
+
+    @property
     def checkpoints(self) -> Path:
         return self.root / "checkpoints.sqlite"
 

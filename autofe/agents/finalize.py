@@ -16,6 +16,7 @@ from autofe.agents.context import LoopContext, Node
 from autofe.agents.prune import prune_kept
 from autofe.agents.state import Feature, LoopState
 from autofe.agents.whatif import MaskedCache
+from autofe.errors import ConfigError
 from autofe.feature_catalog import save_catalog
 from autofe.featurespec import FeatureSpec, Provenance
 from autofe.json_file import write_json
@@ -26,6 +27,7 @@ from autofe.modeling.evaluate import Evaluation, evaluate_holdout
 from autofe.modeling.novelty import labelled_novelty
 from autofe.modeling.train import fit
 from autofe.run_dir import RunDir
+from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.connect import schema_fingerprint
 from autofe.warehouse.feature_store import read_store_values
@@ -83,18 +85,26 @@ def finalize_model(
     out_dir: Path,
     holdout: float,
     seed: int = 0,
+    limits: SandboxLimits | None = None,
 ) -> dict[str, Any]:
     """Write the catalog, the model and the holdout's predictions; return the holdout metrics,
-    the simple baselines scored on the same runs, and where things went."""
+    the simple baselines scored on the same runs, and where things went.
+
+    ``limits``: the sandbox's (default: the interactive ones, whose row cap a warehouse of
+    more runs would exceed: :func:`~autofe.pipelines.run_sample.refit_on_all_runs` passes a
+    batch's)."""
     if not kept:
         return {"features": 0, "model": None, "holdout": None}
     run_dir = RunDir(out_dir)
     save_catalog(run_dir.features, list(specs))
     by_id = read_store_values(store, [k["gate"]["feature_id"] for k in kept])
     values = {k["name"]: by_id.get(k["gate"]["feature_id"], {}) for k in kept}
-    with Sandbox.open(db) as sandbox:  # agrees with the tools server's open sandbox
-        runs = as_labelled(sandbox.query(LABELLED_SQL).rows)
-        facts = {f.run_id: f for f in as_facts(sandbox.query(FACTS_SQL).rows)}
+    with Sandbox.open(db, limits) as sandbox:  # agrees with the tools server's open sandbox
+        labelled, known = sandbox.query(LABELLED_SQL), sandbox.query(FACTS_SQL)
+        if labelled.truncated or known.truncated:
+            raise ConfigError(f"{db} has more runs than the sandbox's max_rows: sample it")
+        runs = as_labelled(labelled.rows)
+        facts = {f.run_id: f for f in as_facts(known.rows)}
         novel = labelled_novelty(sandbox)
     data = build_dataset(runs, values, novel=novel)
     cut = round(len(data) * (1.0 - holdout))

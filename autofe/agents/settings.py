@@ -100,6 +100,10 @@ class LoopSettings:
     per_round: int = 70
     min_proposals: int = 0
     """Keep iterating until this many candidates were proposed, even with targets met."""
+    sample_runs: int = 20_000
+    """Above this many runs, the loop scores candidates on a time-stratified sample of whole
+    jobs of about this many runs; the final catalog is then computed, scored and fitted on
+    every run (:mod:`autofe.pipelines.run_sample`)."""
     feature_budget_seconds: float = GateSettings.feature_budget_s
     """The cost gate's budget: a feature's projected time on a history ``cost_horizon`` times
     the workspace's (:mod:`autofe.gates.cost`)."""

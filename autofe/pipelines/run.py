@@ -27,6 +27,7 @@ from typing import Any
 
 from autofe.agents.backends import make_backend
 from autofe.agents.context import LoopContext
+from autofe.agents.finalize import feature_spec
 from autofe.agents.graph import build_graph
 from autofe.agents.llm import LLMSettings
 from autofe.agents.openai_backend import OpenAIBackend
@@ -42,6 +43,12 @@ from autofe.gates import GateSettings
 from autofe.ingest.ingest import ingest
 from autofe.knowledge_base.retrieve import KnowledgeBase
 from autofe.pipelines.run_report import write_run_report
+from autofe.pipelines.run_sample import (
+    loop_warehouse,
+    refit_on_all_runs,
+    sample_if_large,
+    sample_record,
+)
 from autofe.run_dir import RunDir
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.rewrite import structure_key
@@ -142,6 +149,7 @@ def run(
         shutil.copyfile(warehouse, run_dir.warehouse)
     else:
         ingest([Path(settings.workspace)], IngestSettings(db=run_dir.warehouse))
+    sample_if_large(run_dir, settings.loop.sample_runs)
     with _run_log(out):
         return _drive(settings, out, kb, progress, resume=False, again=again)
 
@@ -231,7 +239,7 @@ async def _loop(
 
     started = time.perf_counter()
     run_dir = RunDir(out)
-    db, store = run_dir.warehouse, run_dir.feature_store
+    db, store = loop_warehouse(run_dir), run_dir.feature_store
     roots = (Path(settings.workspace),)
     limits = settings.loop.evaluation.limits  # one configuration of the file per process
     gates = GateSettings(feature_budget_s=settings.loop.feature_budget_seconds)
@@ -257,10 +265,25 @@ async def _loop(
             async for update in app.astream(first, config, stream_mode="updates"):
                 _report(update, progress)
             state = (await app.aget_state(config)).values
+    sample = sample_record(run_dir)
+    if sample is not None and final_features(state):
+        state = {**state, "final": _on_all_runs(out, state, settings, backend.name)}
     metrics = run_metrics(state, time.perf_counter() - started)
+    metrics["sample"] = sample
     run_dir.metrics.write_text(json.dumps(metrics, indent=2, default=str) + "\n")
     write_run_report(out, metrics, final_features(state))
     return RunResult(out, metrics, metrics["seconds"])
+
+
+def _on_all_runs(
+    out: Path, state: dict[str, Any], settings: RunSettings, backend: str
+) -> dict[str, Any]:
+    """The loop's final features, scored and fitted on every run (the loop saw a sample)."""
+    kept = final_features(state)
+    specs = [feature_spec(k, backend) for k in kept]
+    limits = settings.loop.evaluation.limits
+    final = refit_on_all_runs(out, kept, specs, settings.loop.evaluation.holdout, limits)
+    return {**final, "pruning": state.get("final", {}).get("pruning")}
 
 
 def warm_start_specs(settings: RunSettings) -> tuple[FeatureSpec, ...]:

@@ -67,6 +67,7 @@ def report_page(out: Path, metrics: Mapping[str, Any], kept: Sequence[Feature]) 
         '<section class="headline" id="headline">',
         *sections.headline(metrics),
         *stop_sentences(metrics.get("stop_reason"), metrics.get("partial_reasons")),
+        *sample_sentences(metrics.get("sample")),
         "</section>",
         "<h2>Predicted vs actual on the holdout</h2>",
         *sections.predicted_vs_actual(rows),
@@ -88,6 +89,24 @@ def report_page(out: Path, metrics: Mapping[str, Any], kept: Sequence[Feature]) 
         f"<title>{esc(name)}: autofe run</title><style>{STYLE}</style></head>"
         f"<body>{''.join(parts)}</body></html>\n"
     )
+
+
+def sample_sentences(sample: Mapping[str, Any] | None) -> list[str]:
+    """What the loop scored on, when the history was too large for every run.
+
+    >>> sample_sentences({"runs": 20083, "of_runs": 100450, "jobs": 1012, "of_jobs": 5125,
+    ...     "strata": 10})[0][:60]
+    '<p>The rounds scored candidates on a sample of 20,083 of the'
+    """
+    if not sample:
+        return []
+    return [
+        f"<p>The rounds scored candidates on a sample of {sample['runs']:,} of the "
+        f"{sample['of_runs']:,} runs: {sample['jobs']:,} of {sample['of_jobs']:,} jobs, each "
+        f"whole, drawn from {sample['strata']} groups by first submission so the sample spans "
+        "the history. The final features were then computed on every run; the holdout, the "
+        "baselines and the model are the whole history's.</p>"
+    ]
 
 
 def stop_sentences(reason: str | None, partial: Sequence[str] | None = None) -> list[str]:

@@ -173,7 +173,7 @@ def test_fixture_verdict(fixture: Fixture, gate_context: GateContext) -> None:
         ctx = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, min_coverage=0.0))
     verdict = run_gates(fixture.spec(), ctx)
     # The set is about leakage: a clean feature the cost gate refuses is still clean
-    # (tests/gates/test_cost.py covers that gate).
+    # (tests/gates/test_cost_gate.py covers that gate).
     reasons = [r for r in verdict.reasons if r.gate != "cost"]
     said = [f"{r.gate}/{r.code}: {r.message}" for r in reasons]
     if not fixture.leaky:
