@@ -39,6 +39,11 @@ JVM) summed and sampled every 0.25 s, and the largest single process's peak: the
   as chunks finish. Features it refuses (no faithful Spark SQL, or Spark cannot plan them) are
   counted; the two engines are compared on the features both compute at every size.
 
+``--replica warehouse`` (for 100 k and 1 M runs, where parsing event logs would take hours):
+the sizes are ``autofe warehouse replicate`` copies of the example's warehouse
+(``SCRATCH/x1.duckdb``, ingested once), built untimed into ``SCRATCH/x<N>.duckdb`` unless
+there; only the features step is measured (Spark's on those warehouses exported to Parquet).
+
 Results accumulate in ``SCRATCH/results.json`` (one entry per engine, step and size, with its
 commit, command and load average), so sizes can be measured in separate invocations; ``--write``
 renders all of them into the ``scale`` section of a results file.
@@ -59,7 +64,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from report import machine, write_section
@@ -302,6 +307,35 @@ class Plan:
     master: str
     tables_from_duckdb: bool
     spark_conf: tuple[str, ...] = ()
+    replica: str = "workspace"
+
+
+def ensure_warehouse_replica(scratch: Path, copies: int) -> Path:
+    """``SCRATCH/x<copies>.duckdb``: ``autofe warehouse replicate`` of the example's warehouse
+    (``SCRATCH/x1.duckdb``, ingested once), unless already there."""
+    from autofe.config import IngestSettings
+    from autofe.ingest.ingest import ingest
+    from autofe.warehouse.replicate import replicate_warehouse
+
+    one = scratch / "x1.duckdb"
+    if not one.is_file():
+        ingest([example_workspace()], IngestSettings(db=one, workers=2))
+    out = scratch / f"x{copies}.duckdb"
+    if not out.is_file():
+        print(f"building {out} ...", flush=True)
+        report = replicate_warehouse(one, out, copies)
+        print(f"  {report.rows_after['runs']:,} runs in {report.seconds:.0f} s", flush=True)
+    return out
+
+
+def replica_runs(plan: Plan, copies: int) -> int:
+    """Runs of the size measured: the workspace replica's manifest, or the warehouse's count."""
+    if plan.replica == "warehouse":
+        from autofe.warehouse.sample import count_runs
+
+        return count_runs(plan.scratch / f"x{copies}.duckdb")
+    replica = read_replica(plan.scratch / f"x{copies}")
+    return replica.runs if replica else 0
 
 
 def measure(plan: Plan, engine: str, step: str, copies: int, cmd: list[str]) -> Measurement:
@@ -310,9 +344,8 @@ def measure(plan: Plan, engine: str, step: str, copies: int, cmd: list[str]) -> 
     load_before = os.getloadavg()[0]
     print(f"{engine} {step} {copies}x: {' '.join(cmd)}", flush=True)
     outcome = run_measured(cmd, plan.timeout)
-    replica = read_replica(plan.scratch / f"x{copies}")
     result = Measurement(
-        engine, step, copies, replica.runs if replica else 0, outcome.seconds,
+        engine, step, copies, replica_runs(plan, copies), outcome.seconds,
         outcome.peak_tree_rss, outcome.max_rss, outcome.status, load_before,
         os.getloadavg()[0], _commit(), plan.command, time.strftime("%Y-%m-%d %H:%M"),
     )  # fmt: skip
@@ -664,6 +697,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="A Spark setting for both Spark steps (repeatable), e.g. spark.driver.memory=4g.",
     )
+    parser.add_argument(
+        "--replica",
+        choices=("workspace", "warehouse"),
+        default="workspace",
+        help="Sizes from `autofe lab replicate` (ingested) or `autofe warehouse replicate`.",
+    )
     parser.add_argument("--settle-load", type=float, default=1.0)
     parser.add_argument("--settle-max", type=float, default=120.0)
     parser.add_argument("--write", type=Path)
@@ -701,11 +740,17 @@ def benchmark(
     plan = Plan(
         args.scratch, args.catalog, args.timeout, args.feature_timeout, args.settle_load,
         args.settle_max, command.strip(), tuple(args.steps.split(",")), args.duckdb_memory,
-        args.master, args.spark_tables_from_duckdb, tuple(args.spark_conf or ()),
+        args.master, args.spark_tables_from_duckdb or args.replica == "warehouse",
+        tuple(args.spark_conf or ()), args.replica,
     )  # fmt: skip
+    if plan.replica == "warehouse":
+        plan = replace(plan, steps=tuple(s for s in plan.steps if s != "ingest"))
     total = len(load_catalog(args.catalog))
     for copies in (int(c) for c in args.copies.split(",")):
-        replica = ensure_replica(args.scratch, copies)
+        if plan.replica == "warehouse":
+            replica = ensure_warehouse_replica(args.scratch, copies)
+        else:
+            replica = ensure_replica(args.scratch, copies)
         for engine in args.engines.split(","):
             results = save_results(store, results, ENGINES[engine](plan, copies, replica, total))
     return results
