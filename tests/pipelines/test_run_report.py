@@ -300,3 +300,26 @@ def test_the_workspace_name_is_the_folder_of_an_ordinary_workspace(tmp_path: Pat
     assert workspace_name(tmp_path / "run") == space.name
     shutil.rmtree(space)
     assert workspace_name(tmp_path / "run") == space.name  # a moved workspace keeps its name
+
+
+def test_an_error_inside_the_graph_is_one_line_not_a_traceback(
+    example_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's AutofeError reaches the user as its message (#29: a 100 000-run history once
+    ended in an ExceptionGroup traceback from the graph's task group)."""
+    from typer.testing import CliRunner
+
+    from autofe.cli import app
+    from autofe.errors import ConfigError
+
+    async def refuse(tools: object) -> object:
+        raise ConfigError("the warehouse is too large for this test")
+
+    monkeypatch.setattr("autofe.agents.analyze.build_profile", refuse)  # the first node's call
+    out = tmp_path / "run"
+    args = ["run", "--out", str(out), "--warehouse", str(example_warehouse), "--per-round", "5"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: the warehouse is too large for this test"
+    assert "Traceback" not in result.output and "ExceptionGroup" not in result.output
+    assert "stopped: the warehouse is too large" in (out / "run.log").read_text()
