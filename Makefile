@@ -49,10 +49,11 @@ test-spark: $(BIN)/.installed
 test-triggers: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_triggers_replay.py
 
-# large histories: autofe run on a sampled warehouse (the rounds on a sample, the model on
-# every run; about a minute on two cores): CI runs it
+# the loop's longest runs: autofe run on a sampled warehouse (the rounds on a sample, the model
+# on every run), the graph's eight-round stop and its kill-and-resume (about 2.5 minutes on two
+# cores, kept out of the default suite's 20): CI runs them
 test-scale: $(BIN)/.installed
-	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_run_sample.py
+	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_run_sample.py tests/agents/test_graph.py
 
 # the Airflow examples (the nightly and retraining DAGs, the scheduler operator against a stub API), in their own
 # venv without autofe (Airflow would downgrade fastapi in $(VENV)); --noconftest:

@@ -122,7 +122,8 @@ def test_rounds_follow_the_graph_until_max_iterations(
         (_settings(Targets(r2=-100.0, mape=100.0)), "targets_met", 1),
         (_settings(budget_seconds=0.0), "budget_seconds", 1),
         (_settings(budget_tokens=5), "budget_tokens", 1),
-        (_settings(max_iterations=20), "no_candidates", 8),
+        # eight rounds, ~50 s on two cores: make test-scale (CI) runs it
+        pytest.param(_settings(max_iterations=20), "no_candidates", 8, marks=pytest.mark.slow),
     ],
     ids=["targets", "seconds", "tokens", "no-candidates"],
 )
@@ -139,6 +140,7 @@ def test_stop_reasons(
     assert nodes.count("evaluate") == rounds and nodes[-1] == "finalize"
 
 
+@pytest.mark.slow  # three rounds twice, ~40 s on two cores: make test-scale (CI) runs it
 def test_a_killed_run_resumes_to_the_same_result(
     example_warehouse: Path, tmp_path: Path, kb: KnowledgeBase
 ) -> None:
