@@ -254,7 +254,7 @@ def job_scaling(size: FeatureSpec | None, slots: FeatureSpec) -> FeatureSpec:
     >>> slots = FeatureSpec(name="slots", sql="SELECT run_id, 2 AS value FROM runs",
     ...                     category="static-config")
     >>> spec = job_scaling(None, slots)
-    >>> spec.name, spec.category, "h.end_time < t.submit_time" in spec.sql
+    >>> spec.name, spec.category, "a.end_time < t.submit_time" in spec.sql
     ('history_scaling_s', 'history', True)
     """
     parts = [slots] if size is None else [size, slots]
@@ -290,53 +290,127 @@ sized AS (
          CASE WHEN slots > 0 THEN ln(slots) END AS x2
   FROM raw
 ),
-earlier AS (
-  SELECT t.run_id, h.duration_s AS d, ln(h.duration_s) AS y, h.x1, h.x2,
-         h.config = t.config AS same,
-         row_number() OVER (
-           PARTITION BY t.run_id, h.config = t.config ORDER BY h.end_time DESC, h.run_id DESC
-         ) AS recency
-  FROM sized AS t
-  JOIN sized AS h
-    ON h.job_id = t.job_id
-    AND h.status = 'SUCCEEDED'
-    AND h.duration_s > 0
-    AND h.end_time < t.submit_time
+done AS (
+  SELECT run_id, job_id, config, end_time, duration_s AS d, ln(duration_s) AS y, x1, x2
+  FROM sized
+  WHERE status = 'SUCCEEDED' AND duration_s > 0 AND end_time IS NOT NULL
+),
+running AS (
+  -- the job's successful runs in the order they ended (run id breaks ties), with sums over
+  -- each one and those before it, and how many had ended by its end (ties included)
+  SELECT job_id, end_time,
+         row_number() OVER (PARTITION BY job_id ORDER BY end_time, run_id) AS rank,
+         count(*) OVER (
+           PARTITION BY job_id ORDER BY end_time RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS ended,
+         count(*) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS n,
+         sum(y) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sy,
+         count(x1) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS n1,
+         sum(x1) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sx1,
+         sum(x1 * x1) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sx11,
+         sum(x1 * y) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sx1y,
+         sum(CASE WHEN x1 IS NOT NULL THEN y END) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sy1,
+         count(x2) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS n2,
+         sum(x2) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sx2,
+         sum(x2 * x2) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sx22,
+         sum(x2 * y) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sx2y,
+         sum(CASE WHEN x2 IS NOT NULL THEN y END) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sy2,
+         count(x1 * x2) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS n12,
+         sum(x1 * x2) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sx12,
+         sum(CASE WHEN x2 IS NOT NULL THEN x1 END) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sx1b,
+         sum(CASE WHEN x1 IS NOT NULL THEN x2 END) OVER (
+           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS sx2b
+  FROM done
 ),
 means AS (
-  SELECT run_id, avg(y) AS my, avg(x1) AS m1, avg(x2) AS m2,
-         median(d) FILTER (WHERE same AND recency <= 5) AS same_median
-  FROM earlier
-  GROUP BY run_id
+  SELECT *, sy / n AS my, sx1 / nullif(n1, 0) AS m1, sx2 / nullif(n2, 0) AS m2
+  FROM running
 ),
 sums AS (
-  -- a missing x counts as the mean (deviation 0): every sum runs over the same earlier runs
-  SELECT e.run_id,
-         sum(coalesce(e.x1 - m.m1, 0) ^ 2) AS s11,
-         sum(coalesce(e.x2 - m.m2, 0) ^ 2) AS s22,
-         sum(coalesce(e.x1 - m.m1, 0) * coalesce(e.x2 - m.m2, 0)) AS s12,
-         sum(coalesce(e.x1 - m.m1, 0) * (e.y - m.my)) AS s1y,
-         sum(coalesce(e.x2 - m.m2, 0) * (e.y - m.my)) AS s2y
-  FROM earlier AS e
-  JOIN means AS m ON m.run_id = e.run_id
-  GROUP BY e.run_id
+  -- the centred sums from the raw ones; a missing x counts as the mean (deviation 0)
+  SELECT job_id, end_time, rank, ended, my, m1, m2,
+         coalesce(sx11 - sx1 * m1, 0) AS s11,
+         coalesce(sx22 - sx2 * m2, 0) AS s22,
+         coalesce(sx12 - m2 * sx1b - m1 * sx2b + n12 * m1 * m2, 0) AS s12,
+         coalesce(sx1y - my * sx1 - m1 * sy1 + n1 * m1 * my, 0) AS s1y,
+         coalesce(sx2y - my * sx2 - m2 * sy2 + n2 * m2 * my, 0) AS s2y
+  FROM means
 ),
 fit AS (
   -- [[s11 + l, s12], [s12, s22 + l]] [b, c] = [s1y, s2y] by Cramer's rule (det >= l^2 > 0)
-  SELECT s.run_id, m.my, m.m1, m.m2, m.same_median,
-         ((s.s22 + {ridge}) * s.s1y - s.s12 * s.s2y)
-           / ((s.s11 + {ridge}) * (s.s22 + {ridge}) - s.s12 * s.s12) AS b,
-         ((s.s11 + {ridge}) * s.s2y - s.s12 * s.s1y)
-           / ((s.s11 + {ridge}) * (s.s22 + {ridge}) - s.s12 * s.s12) AS c
-  FROM sums AS s
-  JOIN means AS m ON m.run_id = s.run_id
+  SELECT job_id, end_time, rank, ended, my, m1, m2,
+         ((s22 + {ridge}) * s1y - s12 * s2y)
+           / ((s11 + {ridge}) * (s22 + {ridge}) - s12 * s12) AS b,
+         ((s11 + {ridge}) * s2y - s12 * s1y)
+           / ((s11 + {ridge}) * (s22 + {ridge}) - s12 * s12) AS c
+  FROM sums
+),
+recent AS (
+  -- the job's successful runs on one configuration, each with the median of it and the four
+  -- before it there
+  SELECT job_id, config, end_time,
+         row_number() OVER (PARTITION BY job_id, config ORDER BY end_time, run_id) AS rank,
+         count(*) OVER (
+           PARTITION BY job_id, config ORDER BY end_time
+           RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+         ) AS ended,
+         median(d) OVER (
+           PARTITION BY job_id, config ORDER BY end_time, run_id
+           ROWS BETWEEN 4 PRECEDING AND CURRENT ROW
+         ) AS same_median
+  FROM done
+  WHERE config IS NOT NULL
+),
+seen AS (
+  -- how many of the job's runs had ended at the submission, in all and on its configuration
+  SELECT t.run_id, t.job_id, t.config, t.submit_time, t.x1, t.x2, a.ended AS n_all,
+         c.ended AS n_same
+  FROM sized AS t
+  ASOF LEFT JOIN fit AS a ON a.job_id = t.job_id AND a.end_time < t.submit_time
+  ASOF LEFT JOIN recent AS c
+    ON c.job_id = t.job_id AND c.config = t.config AND c.end_time < t.submit_time
 )
-SELECT t.run_id,
-       coalesce(f.same_median,
-                exp(f.my + f.b * coalesce(t.x1 - f.m1, 0) + f.c * coalesce(t.x2 - f.m2, 0)))
+SELECT s.run_id,
+       coalesce(r.same_median,
+                exp(f.my + f.b * coalesce(s.x1 - f.m1, 0) + f.c * coalesce(s.x2 - f.m2, 0)))
          AS value
-FROM sized AS t
-LEFT JOIN fit AS f ON f.run_id = t.run_id"""
+FROM seen AS s
+LEFT JOIN fit AS f
+  ON f.job_id = s.job_id AND f.rank = s.n_all AND f.end_time < s.submit_time
+LEFT JOIN recent AS r
+  ON r.job_id = s.job_id AND r.config = s.config AND r.rank = s.n_same
+  AND r.end_time < s.submit_time"""
 """The SQL of :func:`job_scaling` (the recipe ``history_job_scaling_s`` is this SQL with
 ``tablestats_input_bytes`` and ``cores_task_slots``)."""
 
