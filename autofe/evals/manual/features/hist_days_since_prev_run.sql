@@ -2,7 +2,12 @@
 -- category: history
 -- value_type: DOUBLE
 -- why: days since the job's previous submission (strictly earlier): data accumulated since, cold caches
-SELECT t.run_id, epoch(t.submit_time - max(h.submit_time)) / 86400.0 AS value
+WITH prev AS (
+  -- the job's latest submission strictly before this run's
+  SELECT t.run_id, h.submit_time
+  FROM runs AS t
+  ASOF JOIN runs AS h ON h.job_id = t.job_id AND h.submit_time < t.submit_time
+)
+SELECT t.run_id, epoch(t.submit_time - prev.submit_time) / 86400.0 AS value
 FROM runs AS t
-LEFT JOIN runs AS h ON h.job_id = t.job_id AND h.submit_time < t.submit_time
-GROUP BY t.run_id, t.submit_time
+LEFT JOIN prev ON prev.run_id = t.run_id

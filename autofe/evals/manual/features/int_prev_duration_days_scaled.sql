@@ -12,15 +12,32 @@ WITH vol AS (
     ON a.run_id = r.run_id
     AND a.name = 'tag.lab_scale_factor'
     AND a.availability = 'known_at_submit'
+),
+ranked AS (
+  -- the job's finished runs in end order (run id breaks ties), and how many had ended by
+  -- each one's end (ties included)
+  SELECT h.run_id, h.job_id, h.end_time, h.duration_s,
+    row_number() OVER (PARTITION BY h.job_id ORDER BY h.end_time, h.run_id) AS rank,
+    count(*) OVER (
+      PARTITION BY h.job_id ORDER BY h.end_time RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+    ) AS ended
+  FROM runs AS h
+  WHERE h.end_time IS NOT NULL
+),
+seen AS (
+  SELECT t.run_id, t.job_id, t.submit_time, r.ended
+  FROM runs AS t
+  ASOF JOIN ranked AS r ON r.job_id = t.job_id AND r.end_time < t.submit_time
+),
+p AS (
+  -- the latest run of the job that ended before this one's submit
+  SELECT s.run_id AS target_id, r.run_id, r.duration_s
+  FROM seen AS s
+  JOIN ranked AS r
+    ON r.job_id = s.job_id AND r.rank = s.ended AND r.end_time < s.submit_time
 )
 SELECT t.run_id, p.duration_s * tv.v / nullif(pv.v, 0) AS value
 FROM runs AS t
 LEFT JOIN vol AS tv ON tv.run_id = t.run_id
-LEFT JOIN LATERAL (
-  SELECT h.run_id, h.duration_s
-  FROM runs AS h
-  WHERE h.job_id = t.job_id AND h.end_time < t.submit_time
-  ORDER BY h.end_time DESC, h.run_id DESC
-  LIMIT 1
-) AS p ON TRUE
+LEFT JOIN p ON p.target_id = t.run_id
 LEFT JOIN vol AS pv ON pv.run_id = p.run_id
