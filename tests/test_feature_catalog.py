@@ -100,7 +100,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "leakage"
 
 
 def test_features_check_accepts_and_rejects(gates_warehouse: Path) -> None:
-    clean = FIXTURES / "accept_history_last_duration.sql"
+    clean = FIXTURES / "accept_config_total_cores.sql"
     leaky = FIXTURES / "reject_label_duration_ms.sql"
     args = ["features", "check", str(clean), str(leaky), "--db", str(gates_warehouse), "--json"]
     result = runner.invoke(app, args)

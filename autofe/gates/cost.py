@@ -12,6 +12,12 @@ projected cost at the horizon exceeds ``feature_budget_s``; the reason says both
 can rewrite the feature (a window over ordered runs, an ``ASOF`` join, a per-day
 pre-aggregate).
 
+More jobs is one way a history grows; longer histories per job is the other. A feature that
+joins each run with every earlier run of its own job grows linearly with the jobs and with
+the square of each job's runs, so the gate also fits the growth from the depth sample (the
+largest sample's jobs over the start of their history) to the largest sample, and judges and
+projects with the steeper of the two.
+
 Work becomes seconds at :data:`SECONDS_PER_ROW`, a constant measured once on the reference
 machine (``benchmarks/gates.py``), never on the machine the gate runs on.
 """
@@ -48,6 +54,8 @@ class Growth:
 
     runs: tuple[int, int]
     work: tuple[int, int]
+    depth: bool = False
+    """Measured over longer histories of the same jobs (else over more jobs)."""
 
     @property
     def exponent(self) -> float:
@@ -95,13 +103,24 @@ def check_cost(spec: FeatureSpec, ctx: GateContext) -> list[Reason]:
     if large.runs < MIN_SAMPLE_RUNS:
         return []
     try:
-        growth = Growth((small.runs, large.runs), (_work(spec, small), _work(spec, large)))
+        work = _work(spec, large)
+        growth = Growth((small.runs, large.runs), (_work(spec, small), work))
+        if samples.depth is not None:
+            deeper = Growth(
+                (samples.depth.runs, large.runs), (_work(spec, samples.depth), work), True
+            )
+            growth = max(growth, deeper, key=_steepness)
     except LimitExceeded as exc:
         message = f"stopped by {exc} on a sample of {large.runs} runs"
         return [Reason(GATE, str(Cost.SAMPLE_LIMIT), message, stopped_by=str(exc))]
     except AutofeError:
         return []
     return _verdict(growth, samples.warehouse_runs, ctx)
+
+
+def _steepness(growth: Growth) -> float:
+    """How far a growth's exponent exceeds ``n log n``'s over its own sizes."""
+    return growth.exponent - nlogn_exponent(*growth.runs)
 
 
 def _work(spec: FeatureSpec, sample: Sample) -> int:
@@ -121,7 +140,8 @@ def _verdict(growth: Growth, runs: int, ctx: GateContext) -> list[Reason]:
             Reason(
                 GATE,
                 str(Cost.SUPERLINEAR),
-                f"grows as n^{b:.1f}, faster than n log n (n^{limit - GROWTH_MARGIN:.1f} over "
+                f"grows as n^{b:.1f}{' with the history of each job' if growth.depth else ''}, "
+                f"faster than n log n (n^{limit - GROWTH_MARGIN:.1f} over "
                 f"{growth.runs[0]:,}-{growth.runs[1]:,} runs): {projected}; rewrite it with a "
                 "window over ordered runs, an ASOF join or a per-(job, day) pre-aggregate",
             )

@@ -40,6 +40,41 @@ ASOF LEFT JOIN ended AS e ON e.end_time < t.submit_time
 ``ASOF`` join at the submit time: a sort and a merge, ``n log n``."""
 
 
+LAST_OF_ITS_JOB = """
+SELECT t.run_id,
+  (SELECT h.duration_s FROM runs AS h
+    WHERE h.job_id = t.job_id AND h.end_time < t.submit_time
+    ORDER BY h.end_time DESC, h.run_id DESC LIMIT 1) AS value
+FROM runs AS t
+"""
+"""The duration of the job's latest run that ended before this one's submission, by a
+correlated subquery: linear in the jobs, quadratic in each job's history."""
+
+LAST_OF_ITS_JOB_REWRITE = """
+WITH ranked AS (
+  SELECT h.job_id, h.end_time, h.duration_s,
+    row_number() OVER (PARTITION BY h.job_id ORDER BY h.end_time, h.run_id) AS rank,
+    count(*) OVER (
+      PARTITION BY h.job_id ORDER BY h.end_time RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+    ) AS ended
+  FROM runs AS h
+  WHERE h.end_time IS NOT NULL
+),
+seen AS (
+  SELECT t.run_id, t.job_id, t.submit_time, r.ended
+  FROM runs AS t
+  ASOF JOIN ranked AS r ON r.job_id = t.job_id AND r.end_time < t.submit_time
+)
+SELECT t.run_id, r.duration_s AS value
+FROM runs AS t
+LEFT JOIN seen AS s ON s.run_id = t.run_id
+LEFT JOIN ranked AS r
+  ON r.job_id = s.job_id AND r.rank = s.ended AND r.end_time < s.submit_time
+"""
+"""The same value: the job's ended runs ranked, how many had ended at the submission by an
+``ASOF`` join, that rank looked up by equality."""
+
+
 def _spec(sql: str) -> FeatureSpec:
     return FeatureSpec(name="ended_before", sql=sql, category="history", value_type="BIGINT")
 
@@ -80,6 +115,20 @@ def test_window_rewrite_passes_every_gate(ctx: GateContext) -> None:
     assert [r.gate for r in refused.reasons] == ["cost"]
 
 
+def test_quadratic_in_each_jobs_history_is_refused(
+    ctx: GateContext, example_warehouse: Path
+) -> None:
+    """Job samples grow the jobs, not their histories: the depth sample sees the square."""
+    with Sandbox.open(example_warehouse) as box:
+        before = dict(box.query(LAST_OF_ITS_JOB).rows)
+        after = dict(box.query(LAST_OF_ITS_JOB_REWRITE).rows)
+    assert after == before and sum(v is not None for v in before.values()) > 400
+    reasons = check_cost(_spec(LAST_OF_ITS_JOB), ctx)
+    assert [r.code for r in reasons] == [str(Cost.SUPERLINEAR)]
+    assert "with the history of each job" in reasons[0].message
+    assert check_cost(_spec(LAST_OF_ITS_JOB_REWRITE), ctx) == []
+
+
 def test_projection_over_the_budget_is_refused(ctx: GateContext) -> None:
     tight = GateContext(ctx.db, ctx.catalog, replace(ctx.settings, feature_budget_s=1e-6))
     reasons = check_cost(_spec(WINDOW_REWRITE), tight)
@@ -104,6 +153,14 @@ def test_samples_are_nested_whole_jobs(ctx: GateContext) -> None:
     assert small.runs == sum(per_job[j] for j in small_jobs)  # every run of a sampled job
     stages = "SELECT count(*) FROM stages WHERE run_id NOT IN (SELECT run_id FROM runs)"
     assert large.sandbox.query(stages).rows == [(0,)]
+    # the depth sample: the large sample's jobs, their first runs, a quarter of them
+    assert samples.depth is not None and samples.depth.runs == round(large.runs / 4)
+    depth_jobs = {r[0] for r in samples.depth.sandbox.query(jobs).rows}
+    assert depth_jobs <= large_jobs and len(depth_jobs) > len(small_jobs)
+    last = "SELECT max(submit_time) FROM runs"
+    cut = samples.depth.sandbox.query(last).rows[0][0]
+    later = f"SELECT count(*) FROM runs WHERE submit_time < TIMESTAMP '{cut}'"
+    assert large.sandbox.query(later).rows[0][0] < samples.depth.runs  # the earliest ones
 
 
 def test_same_verdict_twice(ctx: GateContext) -> None:
