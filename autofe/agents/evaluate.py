@@ -38,6 +38,7 @@ from autofe.modeling.importance import gain_shares
 from autofe.modeling.metrics import Metrics
 from autofe.modeling.psi import psi
 from autofe.modeling.quality import quality_issue
+from autofe.modeling.splits import holdout_cut
 from autofe.modeling.train import fit
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
@@ -216,7 +217,7 @@ def labelled_and_training(db: Path, settings: EvalSettings) -> tuple[Labelled, L
 
 def _without_holdout(runs: Labelled, holdout: float) -> Labelled:
     """The head of ``runs`` (time order); the cut is the one ``train_model`` scores after."""
-    return runs[: round(len(runs) * (1.0 - holdout))]
+    return runs[: holdout_cut([r[2] for r in runs], holdout)]
 
 
 def _read_warehouse(db: Path, limits: SandboxLimits) -> tuple[Labelled, dict[str, str]]:

@@ -25,6 +25,7 @@ from autofe.modeling.baselines import FACTS_SQL, as_facts, best_baseline, score_
 from autofe.modeling.dataset import LABELLED_SQL, Dataset, as_labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, evaluate_holdout
 from autofe.modeling.novelty import labelled_novelty
+from autofe.modeling.splits import holdout_cut
 from autofe.modeling.train import fit
 from autofe.run_dir import RunDir
 from autofe.sandbox.limits import SandboxLimits
@@ -107,7 +108,7 @@ def finalize_model(
         facts = {f.run_id: f for f in as_facts(known.rows)}
         novel = labelled_novelty(sandbox)
     data = build_dataset(runs, values, novel=novel)
-    cut = round(len(data) * (1.0 - holdout))
+    cut = holdout_cut(data.submit_times, holdout)
     scored = evaluate_holdout(data, cut, seed)
     baselines = score_baselines([facts[r] for r in data.run_ids], cut, seed)
     write_json(run_dir.holdout_predictions, holdout_predictions(data, cut, scored))

@@ -304,52 +304,68 @@ running AS (
            PARTITION BY job_id ORDER BY end_time RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS ended,
          count(*) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS n,
          sum(y) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sy,
          count(x1) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS n1,
          sum(x1) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sx1,
          sum(x1 * x1) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sx11,
          sum(x1 * y) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sx1y,
          sum(CASE WHEN x1 IS NOT NULL THEN y END) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sy1,
          count(x2) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS n2,
          sum(x2) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sx2,
          sum(x2 * x2) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sx22,
          sum(x2 * y) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sx2y,
          sum(CASE WHEN x2 IS NOT NULL THEN y END) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sy2,
          count(x1 * x2) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS n12,
          sum(x1 * x2) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sx12,
          sum(CASE WHEN x2 IS NOT NULL THEN x1 END) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sx1b,
          sum(CASE WHEN x1 IS NOT NULL THEN x2 END) OVER (
-           PARTITION BY job_id ORDER BY end_time, run_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           PARTITION BY job_id ORDER BY end_time, run_id
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
          ) AS sx2b
   FROM done
 ),

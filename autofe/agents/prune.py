@@ -142,7 +142,7 @@ def fold_importance(
     """
     data = build_dataset(train, dict(values))
     total = dict.fromkeys(data.features, 0.0)
-    folds = time_folds(len(data), settings.folds, settings.min_train)
+    folds = time_folds(len(data), settings.folds, settings.min_train, data.submit_times)
     for fold_train, _ in folds:
         for name, share in gain_shares(fit(data.rows(fold_train), settings.seed)).items():
             total[name] += share

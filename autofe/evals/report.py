@@ -29,6 +29,7 @@ from autofe.modeling.dataset import Dataset
 from autofe.modeling.evaluate import Evaluation, cross_validate, evaluate_model
 from autofe.modeling.importance import gain_shares
 from autofe.modeling.metrics import Metrics, score
+from autofe.modeling.splits import holdout_cut
 from autofe.modeling.train import fit
 from autofe.warehouse.connect import open_warehouse
 
@@ -142,7 +143,7 @@ def build_report(
     ]
     sets = [result for result, _ in evaluated]
     first = evaluated[0][1]  # the baselines learn from the first set's matrix, computed once
-    cut = round(len(first) * (1.0 - holdout))
+    cut = holdout_cut(first.submit_times, holdout)
     baselines = sklearn_baselines(first, cut, seed)
     with open_warehouse(db, read_only=True) as con:
         types = dict(
@@ -162,7 +163,7 @@ def _evaluate_set(
 ) -> tuple[SetResult, Dataset]:
     data, seconds = admitted_matrix(db, specs)
     computed = time.perf_counter()
-    cut = round(len(data) * (1.0 - holdout))
+    cut = holdout_cut(data.submit_times, holdout)
     model = fit(data.rows(np.arange(cut)), seed)
     evaluation = evaluate_model(model, data.rows(np.arange(cut, len(data))))
     trained = time.perf_counter()

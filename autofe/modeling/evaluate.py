@@ -68,7 +68,7 @@ def cross_validate(
     predicted: list[float] = []
     low: dict[float, list[float]] = {level: [] for level in LEVELS}
     high: dict[float, list[float]] = {level: [] for level in LEVELS}
-    for train, test in time_folds(len(data), folds, min_train):
+    for train, test in time_folds(len(data), folds, min_train, data.submit_times):
         model, block = fit(data.rows(train), seed), data.rows(test)
         p50, bounds = model.predict(block.x, block.job_ids, _flags(block))
         ids += block.run_ids

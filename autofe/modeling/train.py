@@ -171,7 +171,7 @@ def fit(data: Dataset, seed: int = 0) -> RuntimeModel:
         raise ConfigError(f"{len(data)} labelled runs are too few to train (need {MIN_RUNS})")
     if not data.features:
         raise ConfigError("no features to train on")
-    folds = time_folds(len(data), INNER_FOLDS, INNER_MIN_TRAIN)
+    folds = time_folds(len(data), INNER_FOLDS, INNER_MIN_TRAIN, data.submit_times)
     boosters = tuple(_early_stopped(data, train, test, seed).booster_ for train, test in folds)
     trees = max(1, round(float(np.median([_best(b) for b in boosters]))))
     model = regressor(seed, trees).fit(data.x, np.log(data.seconds))

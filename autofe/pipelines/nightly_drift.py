@@ -32,6 +32,7 @@ from autofe.modeling.artifact import Artifact
 from autofe.modeling.dataset import FeatureValues, Labelled, build_dataset
 from autofe.modeling.evaluate import Evaluation, evaluate_holdout
 from autofe.modeling.psi import psi
+from autofe.modeling.splits import holdout_cut
 from autofe.pipelines.nightly_compare import deployed_score, metrics_of
 from autofe.pipelines.train import HOLDOUT
 
@@ -79,7 +80,7 @@ def drift_report(
     era = [r for r in labelled if r[2] <= trained_through]
     new = [r for r in labelled if r[2] > trained_through]
     era_data = build_dataset(era, values)
-    holdout = evaluate_holdout(era_data, round(len(era_data) * (1.0 - HOLDOUT)))
+    holdout = evaluate_holdout(era_data, holdout_cut(era_data.submit_times, HOLDOUT))
     recent = deployed_score(artifact, new, values) if new else None
     jobs = {r[0]: r[1] for r in labelled}
     return {

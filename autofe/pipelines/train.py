@@ -18,6 +18,7 @@ from autofe.featurespec import FeatureSpec
 from autofe.gates.admit import admitted_matrix
 from autofe.modeling.artifact import Artifact, library_versions, save_model
 from autofe.modeling.evaluate import Evaluation, evaluate_holdout
+from autofe.modeling.splits import holdout_cut
 from autofe.modeling.train import fit
 from autofe.warehouse.connect import schema_fingerprint
 
@@ -61,7 +62,7 @@ def train_model(
         raise ConfigError(f"holdout share must be between 0 and 1, not {holdout}")
     data, seconds = admitted_matrix(db, specs)
     clock = _Clock(seconds)
-    cut = round(len(data) * (1.0 - holdout))
+    cut = holdout_cut(data.submit_times, holdout)
     scored = evaluate_holdout(data, cut, seed)
     model = fit(data, seed)
     clock.lap("train")
