@@ -308,9 +308,19 @@ def _avg(node: exp.Expr) -> exp.Expr:
 
 def _median(node: exp.Expr) -> exp.Expr:
     """DuckDB's median of DECIMAL rounds to the input's scale; of numbers it interpolates, as
-    Spark's exact ``median`` does."""
+    Spark's exact ``median`` does. Spark's ``median`` takes no ORDER BY or frame in a window;
+    ``percentile(x, 0.5)``, the same exact interpolation, does."""
     need(node.this, {"integer", "float"}, "median's argument")
+    if _windowed(node):
+        return fn("percentile", node.this, exp.Literal.number("0.5"))
     return fn("median", node.this)
+
+
+def _windowed(node: exp.Expr) -> bool:
+    parent = node.parent
+    while isinstance(parent, exp.Filter | exp.IgnoreNulls):
+        parent = parent.parent
+    return isinstance(parent, exp.Window)
 
 
 def _quantile(node: exp.Expr) -> exp.Expr:
