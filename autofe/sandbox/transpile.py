@@ -8,8 +8,10 @@ The pipeline, as data flows:
    :func:`~autofe.sandbox.duck_types.typed_tree`: columns resolved, DuckDB types inferred;
 3. :func:`~autofe.sandbox.spark_rules.spark_node` on every node, children first: keep, rewrite,
    or refuse (the allow-list);
-4. CTE names made unique (sqlglot's Spark writer lifts nested CTEs to the top level);
-5. sqlglot writes Spark SQL, failing on anything it cannot express.
+4. :func:`~autofe.sandbox.asof_joins.asof_joins`: each ``ASOF JOIN`` as a join to a window
+   lookup (Spark has no ASOF join; the rules keep the join's translated condition for it);
+5. CTE names made unique (sqlglot's Spark writer lifts nested CTEs to the top level);
+6. sqlglot writes Spark SQL, failing on anything it cannot express.
 
 A feature's as-of semantics live in its SQL (``h.end_time < t.submit_time``): the sandbox runs
 the SQL as written over whole tables, so a faithful translation keeps them.
@@ -24,6 +26,7 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 from sqlglot.optimizer.scope import Scope, ScopeType, traverse_scope
 
 from autofe.errors import SandboxViolation, Untranspilable
+from autofe.sandbox.asof_joins import asof_joins
 from autofe.sandbox.duck_types import parse_feature, typed_tree
 from autofe.sandbox.guard import guard_sql, visible_ctes
 from autofe.sandbox.spark_rules import spark_node
@@ -50,6 +53,7 @@ def to_spark_sql(sql: str) -> str:
     typed = typed_tree(parse_feature(sql))
     check_correlation(typed)
     tree = translate(typed)
+    asof_joins(tree)
     unique_cte_names(tree, catalog.tables())
     try:
         return tree.sql(SPARK, unsupported_level=ErrorLevel.RAISE)
