@@ -146,19 +146,43 @@ def typed_tree(tree: exp.Query) -> exp.Query:
 
 
 def _type_lateral_columns(tree: exp.Expr) -> bool:
-    """Give unknown-typed columns the type of the subquery select they read; True if any."""
+    """Give unknown-typed columns the type of the subquery select (or integer range) they
+    read; True if any."""
     changed = False
     for scope in traverse_scope(tree):
         sources = {**scope.sources, **scope.lateral_sources}
         for column in scope.columns:
             source = sources.get(column.table)
-            if kind(column) != "unknown" or not isinstance(source, Scope):
+            if kind(column) != "unknown":
                 continue
-            found = _select_type(source, column.name)
+            if isinstance(source, exp.Table):
+                found = integer_range_type(source)
+            elif isinstance(source, Scope):
+                found = _select_type(source, column.name)
+            else:
+                continue
             if found is not None:
                 column.type = found
                 changed = True
     return changed
+
+
+def integer_range_type(table: exp.Table) -> exp.DataType | None:
+    """BIGINT for the column of ``range(n)`` or ``range(a, b)`` over integer literals (sqlglot
+    types no table function's column), else None.
+
+    >>> import sqlglot
+    >>> t = sqlglot.parse_one("SELECT * FROM range(3) AS b(j)", read="duckdb").find(exp.Table)
+    >>> integer_range_type(t).sql()
+    'BIGINT'
+    """
+    series = table.this
+    if not (isinstance(series, exp.GenerateSeries) and series.args.get("is_end_exclusive")):
+        return None
+    bounds = (series.args.get("start"), series.args.get("end"))
+    if series.args.get("step") or not all(isinstance(b, exp.Literal) and b.is_int for b in bounds):
+        return None
+    return exp.DataType.build("BIGINT")
 
 
 def _select_type(source: Scope, name: str) -> exp.DataType | None:

@@ -25,7 +25,7 @@ from typing import NoReturn
 from sqlglot import exp
 
 from autofe.errors import Untranspilable
-from autofe.sandbox.duck_types import NUMERIC, kind
+from autofe.sandbox.duck_types import NUMERIC, integer_range_type, kind
 from autofe.sandbox.regex_dialect import JavaRegex, re2_to_java
 
 Rule = Callable[[exp.Expr], exp.Expr]
@@ -132,6 +132,37 @@ def _group(node: exp.Expr) -> exp.Expr:
     if any(node.args.get(k) for k in ("all", "rollup", "cube", "grouping_sets", "totals")):
         refuse(node, "GROUP BY ALL / ROLLUP / CUBE / GROUPING SETS are not translated")
     return node
+
+
+def _range(node: exp.Expr) -> exp.Expr:
+    """DuckDB's ``range(n) AS t(j)``: BIGINTs 0 .. n-1 in a column named ``range``; Spark's
+    ``range(n)`` is the same rows in a column named ``id``, so the alias must name it."""
+    table = node.parent
+    alias = table.args.get("alias") if isinstance(table, exp.Table) else None
+    if not (isinstance(table, exp.Table) and integer_range_type(table)):
+        refuse(node, "only range(n) or range(a, b) over integer literals, in FROM, is translated")
+    if not (isinstance(alias, exp.TableAlias) and len(alias.columns) == 1):
+        refuse(node, "range(...) must name its column (AS t(j)): DuckDB's is range, Spark's id")
+    return fn("range", node.args["start"], node.args["end"])
+
+
+def _unnest(node: exp.Expr) -> exp.Expr:
+    """DuckDB's ``unnest(list) AS x`` in a select list: a row per element (a NULL element
+    gives a NULL), none for a NULL or empty list, the other select expressions repeated;
+    Spark's ``explode`` the same. Spark allows one generator per select and none inside an
+    expression, and DuckDB's order against aggregates and windows is not Spark's: refused."""
+    select = node.parent.parent if isinstance(node.parent, exp.Alias) else None
+    if node.expressions or not isinstance(select, exp.Select) or node.parent not in select.selects:
+        refuse(node, "only one-argument unnest(list) AS name, as a select item, is translated")
+    need(node.this, {"list"}, "the argument")
+    own = [n for n in select.find_all(exp.Explode, exp.AggFunc, exp.Window) if _owner(n) is select]
+    if len(own) > 1 or any(select.args.get(k) for k in ("group", "having", "qualify")):
+        refuse(node, "unnest beside another unnest, an aggregate or a window is not translated")
+    return node
+
+
+def _owner(node: exp.Expr) -> exp.Expr | None:
+    return node.find_ancestor(exp.Select)
 
 
 def _with(node: exp.Expr) -> exp.Expr:
@@ -943,6 +974,8 @@ RULES: dict[type[exp.Expr], Rule] = {
     exp.Join: _join,
     exp.Group: _group,
     exp.With: _with,
+    exp.GenerateSeries: _range,
+    exp.Explode: _unnest,
     exp.CTE: _cte,
     exp.Union: _union,
     exp.WindowSpec: _window_spec,
