@@ -28,7 +28,7 @@ from autofe.config import IngestSettings, example_workspace
 from autofe.feature_catalog import load_catalog
 from autofe.featurespec import FeatureSpec
 from autofe.gates import GateContext
-from autofe.gates.cost import SECONDS_PER_ROW, Growth, check_cost
+from autofe.gates.cost import SECONDS_PER_ROW, Growth, check_cost, feature_growth
 from autofe.gates.cost_sample import cost_samples
 from autofe.ingest.ingest import ingest
 from autofe.sandbox.limits import SandboxLimits
@@ -60,14 +60,7 @@ def judge(specs: list[FeatureSpec], db: Path) -> tuple[list[Row], int]:
             samples = cost_samples(
                 db, ctx.catalog, s.cost_sample_shares, s.cost_sample_cap, s.limits
             )
-            small, large = samples.samples[0], samples.samples[-1]
-            growth = Growth(
-                (small.runs, large.runs),
-                (
-                    plan_work(small.sandbox.profile(spec.sql)),
-                    plan_work(large.sandbox.profile(spec.sql)),
-                ),
-            )
+            growth = feature_growth(spec, samples)
             started = time.perf_counter()
             box.query(spec.sql)
             query_s = time.perf_counter() - started
@@ -109,7 +102,7 @@ def markdown(rows: list[Row], runs: int, args: argparse.Namespace, at_runs: int 
         f"{percentile(gate, 0.9):.3f} | {max(gate):.3f} |",
         "",
         f"Refused: {len(refused)} of {len(rows)}: "
-        + ", ".join(f"`{r.name}` n^{r.growth.exponent:.1f}" for r in refused)
+        + ", ".join(f"`{r.name}` n^{r.growth.exponent:.1f}{_axis(r.growth)}" for r in refused)
         + ".",
         f"Whole warehouse: {total_s:.2f} s for {total_w:,} rows of work = "
         f"{total_s / max(total_w, 1):.2e} s per row (the gate's constant: {SECONDS_PER_ROW:.1e}).",
@@ -132,6 +125,10 @@ def markdown(rows: list[Row], runs: int, args: argparse.Namespace, at_runs: int 
             f"measured {sum(r.at_s or 0 for r in timed):.1f} s over {len(timed)} features.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _axis(growth: Growth) -> str:
+    return " (job history)" if growth.depth else ""
 
 
 def _args(args: argparse.Namespace) -> str:

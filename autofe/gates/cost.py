@@ -31,7 +31,7 @@ from autofe.errors import AutofeError
 from autofe.featurespec import FeatureSpec
 from autofe.gates.codes import Cost
 from autofe.gates.context import GateContext, Reason
-from autofe.gates.cost_sample import Sample, cost_samples
+from autofe.gates.cost_sample import Sample, Samples, cost_samples
 from autofe.sandbox.session import LimitExceeded
 from autofe.sandbox.work import plan_work
 
@@ -99,23 +99,33 @@ def check_cost(spec: FeatureSpec, ctx: GateContext) -> list[Reason]:
     samples = cost_samples(
         ctx.db, ctx.catalog, settings.cost_sample_shares, settings.cost_sample_cap, settings.limits
     )
-    small, large = samples.samples[0], samples.samples[-1]
+    large = samples.samples[-1]
     if large.runs < MIN_SAMPLE_RUNS:
         return []
     try:
-        work = _work(spec, large)
-        growth = Growth((small.runs, large.runs), (_work(spec, small), work))
-        if samples.depth is not None:
-            deeper = Growth(
-                (samples.depth.runs, large.runs), (_work(spec, samples.depth), work), True
-            )
-            growth = max(growth, deeper, key=_steepness)
+        growth = feature_growth(spec, samples)
     except LimitExceeded as exc:
         message = f"stopped by {exc} on a sample of {large.runs} runs"
         return [Reason(GATE, str(Cost.SAMPLE_LIMIT), message, stopped_by=str(exc))]
     except AutofeError:
         return []
     return _verdict(growth, samples.warehouse_runs, ctx)
+
+
+def feature_growth(spec: FeatureSpec, samples: Samples) -> Growth:
+    """The steeper of the feature's growths over more jobs and over longer job histories.
+
+    Raises:
+        LimitExceeded: a sandbox limit stopped it on a sample.
+        AutofeError: a sample cannot run it.
+    """
+    small, large = samples.samples[0], samples.samples[-1]
+    work = _work(spec, large)
+    growth = Growth((small.runs, large.runs), (_work(spec, small), work))
+    if samples.depth is None:
+        return growth
+    deeper = Growth((samples.depth.runs, large.runs), (_work(spec, samples.depth), work), True)
+    return max(growth, deeper, key=_steepness)
 
 
 def _steepness(growth: Growth) -> float:
