@@ -149,8 +149,8 @@ def _on_spark(specs: Sequence[FeatureSpec], settings: MaterializeSettings) -> _O
         )
         accepted, rejected = gate(specs, gate_db)
     gated = time.perf_counter()
-    found = materialize_on_spark(accepted, settings.tables or Path(), settings.spark)
-    stored = write_spark_features(found, accepted, settings.store)
+    with materialize_on_spark(accepted, settings.tables or Path(), settings.spark) as found:
+        stored = write_spark_features(found, accepted, settings.store)
     seconds = {"gates": round(gated - started, 3), "compute": round(time.perf_counter() - gated, 3)}
     return rejected, stored, found.refused, seconds
 

@@ -27,14 +27,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import uuid
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import reduce
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any, Literal
 
-from autofe.errors import ConfigError, Untranspilable
+import duckdb
+
+from autofe.errors import ConfigError, Untranspilable, WarehouseError
 from autofe.featurespec import FeatureSpec
 from autofe.ingest.log_rows import TableRow, issue_rows, log_rows, source_digest
 from autofe.ingest.plan import IngestPlan, PlannedLog, plan_ingest
@@ -46,7 +53,7 @@ from autofe.sandbox.transpile import to_spark_sql
 from autofe.schema import IngestIssue
 from autofe.warehouse.catalog import NOT_QUERYABLE
 from autofe.warehouse.connect import open_warehouse
-from autofe.warehouse.feature_store import Materialized, write_feature
+from autofe.warehouse.feature_store import Materialized, open_store
 from autofe.warehouse.parquet_tables import (
     duckdb_select,
     read_manifest,
@@ -54,6 +61,7 @@ from autofe.warehouse.parquet_tables import (
     write_manifest,
 )
 from autofe.warehouse.tables import TABLES, Table
+from autofe.warehouse.write import transaction
 
 log = logging.getLogger(__name__)
 
@@ -514,6 +522,27 @@ def _sql_functions() -> tuple[Any, Any]:
 
 
 Stage = Literal["transpile", "plan", "run"]
+Kind = Literal["long", "double", "bool", "decimal", "text"]
+
+BATCH_FEATURES = 24
+"""Features per Spark action: their queries, unioned, are one plan written at once. Few enough
+that Spark optimises the plan quickly and a failing feature costs a few reruns of its batch
+(halves, down to itself), many enough that a catalog is a handful of actions."""
+FEATURE_STAGING = "_autofe_feature_staging"
+"""Folder under the tables where the executors leave feature values for the store (removed
+after): the tables' folder is the one place the driver and every executor are known to share."""
+STAGED_SCHEMA = (
+    "`feature` INT, `run_id` STRING, `v_long` BIGINT, `v_double` DOUBLE, `v_bool` BOOLEAN, "
+    "`v_text` STRING"
+)
+"""One row per feature and run: the value in the column of its kind, the others NULL."""
+KIND_COLUMN: dict[Kind, str] = {
+    "long": "v_long",
+    "double": "v_double",
+    "bool": "v_bool",
+    "decimal": "v_text",  # staged as exact decimal text, converted once when read
+    "text": "v_text",
+}
 
 
 @dataclass(frozen=True)
@@ -521,7 +550,9 @@ class Refusal:
     """A feature not computed on Spark: at which stage and why.
 
     ``transpile``: no faithful Spark SQL (the rules); ``plan``: Spark cannot plan the
-    translation (e.g. a correlated subquery it does not support); ``run``: it failed running.
+    translation (e.g. a correlated subquery it does not support), or its value is of a type
+    the feature store does not hold; ``run``: it failed running, or returned several rows
+    for one run.
     """
 
     name: str
@@ -533,23 +564,139 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class SparkFeatures:
-    """Values per feature name and run id, the features refused, and the SQL that ran."""
+class Staged:
+    """One computed feature's values as the executors left them: where, of what kind, and
+    their counts (counted by Spark, not by reading them)."""
 
-    values: dict[str, dict[str, Value]]
+    index: int
+    kind: Kind
+    batch: Path
+    rows: int
+    """Rows with a run id."""
+    covered: int
+    """Runs of the tables with a non-null value."""
+
+    @property
+    def folder(self) -> Path:
+        return self.batch / f"feature={self.index}"
+
+
+class StagedValues(Mapping[str, dict[str, Value]]):
+    """Computed features' values by name and run id, read from their staged Parquet one
+    feature at a time on access: the driver never holds a catalog's values.
+
+    The staging folder is removed by :meth:`discard`, at the latest when this is collected.
+    """
+
+    def __init__(self, staged: dict[str, Staged], root: Path | None = None) -> None:
+        self.staged = staged
+        self._remove = weakref.finalize(self, _remove_staging, root) if root else None
+
+    def __getitem__(self, name: str) -> dict[str, Value]:
+        staged = self.staged[name]
+        rows = []
+        if staged.folder.is_dir():
+            with duckdb.connect() as con:
+                rows = con.execute(
+                    f"SELECT run_id, {KIND_COLUMN[staged.kind]} FROM {_parquet(staged.folder)}"
+                ).fetchall()
+        _check_read(name, staged, len(rows))
+        return {str(run): _as_value(staged.kind, value) for run, value in rows}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.staged)
+
+    def __len__(self) -> int:
+        return len(self.staged)
+
+    def discard(self) -> None:
+        """Remove the staged values (reading one afterwards fails)."""
+        if self._remove is not None:
+            self._remove()
+
+
+def _check_read(name: str, staged: Staged, rows: int) -> None:
+    """Raises WarehouseError unless the driver read every row Spark staged for ``name``: a
+    feature is whole or an error, never silently partial."""
+    if rows != staged.rows:
+        raise WarehouseError(
+            f"feature {name}: the driver reads {rows} of the {staged.rows} rows Spark staged in "
+            f"{staged.batch} (removed once stored, or a folder the driver and the executors "
+            "do not share)"
+        )
+
+
+def _as_value(kind: Kind, value: Any) -> Value:
+    """A staged cell as :func:`plain` gives the cell Spark computed.
+
+    >>> _as_value("decimal", "0.10"), _as_value("long", 3), _as_value("text", "2024-03-01")
+    (0.1, 3, '2024-03-01')
+    """
+    if kind == "decimal" and value is not None:
+        return float(Decimal(value))
+    return plain(value)
+
+
+def _remove_staging(root: Path) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    with suppress(OSError):
+        root.parent.rmdir()  # the shared staging folder, once no other call uses it
+
+
+def _local(path: Path) -> str:
+    """``path`` on the local file system (a mount every executor shares), whatever Spark's
+    default file system: the driver reads it with DuckDB. Hadoop escapes the path itself."""
+    return f"file://{path.resolve()}"
+
+
+def _parquet(folder: Path) -> str:
+    quoted = str(folder / "*.parquet").replace("'", "''")
+    return f"read_parquet('{quoted}')"
+
+
+@dataclass(frozen=True)
+class SparkFeatures:
+    """Values per feature name and run id (staged, read on access), the features refused, and
+    the SQL that ran. Use as a context manager, or call :meth:`discard`, to remove the staged
+    values once stored."""
+
+    values: StagedValues
     refused: list[Refusal]
     spark_sql: dict[str, str]
-    runs: frozenset[str]
-    """Run ids of the tables' runs: the denominator of a feature's coverage."""
+    runs: int
+    """Distinct run ids of the tables' runs: the denominator of a feature's coverage."""
     seconds: dict[str, float]
+    """Per feature, its translation and planning; ``batches``: running every batch (with the
+    reruns of failed ones); ``counts``: Spark's count of the staged values; ``total``."""
 
     def as_dict(self) -> dict[str, object]:
         return {
             "computed": sorted(self.values),
             "refused": [r.as_dict() for r in self.refused],
-            "runs": len(self.runs),
+            "runs": self.runs,
             "seconds": self.seconds,
         }
+
+    def discard(self) -> None:
+        """Remove the staged values."""
+        self.values.discard()
+
+    def __enter__(self) -> SparkFeatures:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.discard()
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A feature Spark has analysed, in the staged form (:data:`STAGED_SCHEMA`)."""
+
+    index: int
+    name: str
+    query: str
+    kind: Kind
+    frame: Any
 
 
 def materialize_on_spark(
@@ -559,6 +706,7 @@ def materialize_on_spark(
     *,
     session: Any | None = None,
     run_ids: Sequence[str] | None = None,
+    batch_features: int = BATCH_FEATURES,
 ) -> SparkFeatures:
     """Compute gated features on Spark over the Parquet tables ``spark_ingest`` wrote.
 
@@ -567,36 +715,129 @@ def materialize_on_spark(
     Spark cannot plan, or that fails, is listed in ``refused`` with the reason; the others'
     values equal DuckDB's (``tests/pipelines/test_spark.py``).
 
+    Every feature Spark can plan runs in one action per ``batch_features`` features: their
+    queries unioned in one long form and written as Parquet by the executors into a staging
+    folder under ``tables`` (which the driver and the executors must share), then counted by
+    one aggregate. Nothing per feature reaches the driver but its counts. A batch that fails
+    runs again in halves, down to the failing feature, which alone is refused.
+
     Args:
         specs: the features.
         tables: a folder written by :func:`spark_ingest`.
-        settings: Spark master and configuration (ignored when ``session`` is given).
+        settings: Spark master and configuration (with ``session``, only whether it sets the
+            broadcast threshold, and the driver's memory for an error message).
         session: an open SparkSession to use and leave running.
         run_ids: compute only these runs (as ``compute_values`` does), else every run.
+        batch_features: features per Spark action (a write).
 
     Raises:
-        ConfigError: ``tables`` is no table folder, or Spark cannot start.
+        ConfigError: ``tables`` is no table folder, Spark cannot start, or its driver stopped.
     """
     read_manifest(tables)
     started = time.perf_counter()
-    with (
-        driver_lost_is_an_error(settings, "computing features"),
-        _session(settings, session) as spark,
-        _quiet_query_errors(spark),
-    ):
-        register_tables(spark, tables)
-        runs = frozenset(str(r[0]) for r in spark.sql("SELECT run_id FROM runs").collect())
-        values, refused, queries, seconds = {}, [], {}, {}
-        for spec in specs:
-            begun = time.perf_counter()
-            outcome = _feature(spark, spec, run_ids)
-            seconds[spec.name] = round(time.perf_counter() - begun, 3)
-            if isinstance(outcome, Refusal):
-                refused.append(outcome)
-            else:
-                queries[spec.name], values[spec.name] = outcome
-    seconds["total"] = round(time.perf_counter() - started, 3)
-    return SparkFeatures(values, refused, queries, runs, seconds)
+    root = tables.resolve() / FEATURE_STAGING / uuid.uuid4().hex
+    try:
+        with (
+            driver_lost_is_an_error(settings, "computing features"),
+            _session(settings, session) as spark,
+            _quiet_query_errors(spark),
+            _without_broadcast_joins(spark, settings),
+        ):
+            register_tables(spark, tables)
+            found = _compute(spark, specs, run_ids, root, max(1, batch_features))
+    except BaseException:
+        _remove_staging(root)
+        raise
+    found.seconds["total"] = round(time.perf_counter() - started, 3)
+    return found
+
+
+BROADCAST_THRESHOLD = "spark.sql.autoBroadcastJoinThreshold"
+
+
+@contextmanager
+def _without_broadcast_joins(spark: Any, settings: SparkSettings) -> Iterator[None]:
+    """Sort-merge joins instead of broadcast ones for the call, unless the user set the threshold.
+
+    A broadcast join collects its small side (up to the threshold, 10 MB by default) into the
+    driver, which builds the broadcast there and keeps it until the plan is garbage-collected;
+    a batch's plan builds every feature's broadcasts at once. Each is also a Spark job of its
+    own.
+    """
+    if BROADCAST_THRESHOLD in settings.conf:
+        yield
+        return
+    before = spark.conf.get(BROADCAST_THRESHOLD)
+    spark.conf.set(BROADCAST_THRESHOLD, "-1")
+    try:
+        yield
+    finally:
+        spark.conf.set(BROADCAST_THRESHOLD, before)
+
+
+def _compute(
+    spark: Any,
+    specs: Sequence[FeatureSpec],
+    run_ids: Sequence[str] | None,
+    root: Path,
+    batch_features: int,
+) -> SparkFeatures:
+    seconds: dict[str, float] = {}
+    planned: list[_Planned] = []
+    refused: list[Refusal] = []
+    for index, spec in enumerate(specs):
+        begun = time.perf_counter()
+        outcome = _plan(spark, index, spec, run_ids)
+        seconds[spec.name] = round(time.perf_counter() - begun, 3)
+        if isinstance(outcome, Refusal):
+            refused.append(outcome)
+        else:
+            planned.append(outcome)
+    begun = time.perf_counter()
+    written: dict[str, tuple[Path, int]] = {}
+    for start in range(0, len(planned), batch_features):
+        _run_batch(spark, planned[start : start + batch_features], root, written, refused)
+    seconds["batches"] = round(time.perf_counter() - begun, 3)
+    begun = time.perf_counter()
+    runs = int(spark.sql("SELECT count(DISTINCT run_id) FROM runs").first()[0])
+    staged = _checked(planned, written, _staged_counts(spark, root), refused, root)
+    seconds["counts"] = round(time.perf_counter() - begun, 3)
+    order = {spec.name: i for i, spec in enumerate(specs)}
+    refused.sort(key=lambda r: order[r.name])
+    queries = {p.name: p.query for p in planned if p.name in staged}
+    return SparkFeatures(StagedValues(staged, root), refused, queries, runs, seconds)
+
+
+def _checked(
+    planned: list[_Planned],
+    written: dict[str, tuple[Path, int]],
+    counts: dict[int, tuple[int, int, int]],
+    refused: list[Refusal],
+    root: Path,
+) -> dict[str, Staged]:
+    """The features written, with Spark's counts of them; several rows for a run refused.
+
+    Raises:
+        ConfigError: the staged files hold fewer rows than the executors wrote (a folder the
+            driver does not share with them).
+    """
+    staged = {}
+    for p in planned:
+        if p.name not in written:
+            continue
+        batch, rows = written[p.name]
+        seen, ids, covered = counts.get(p.index, (0, 0, 0))
+        if seen != rows:
+            raise ConfigError(
+                f"Spark's executors wrote {rows} rows of feature {p.name} under {root}, and "
+                f"read back {seen}: the tables' folder must be one the driver and every "
+                "executor share"
+            )
+        if ids < rows:  # DuckDB keeps whichever row comes last, which depends on its scan order
+            refused.append(Refusal(p.name, "run", "returns several rows for one run"))
+        else:
+            staged[p.name] = Staged(p.index, p.kind, batch, rows, covered)
+    return staged
 
 
 def register_tables(spark: Any, tables: Path) -> None:
@@ -607,39 +848,163 @@ def register_tables(spark: Any, tables: Path) -> None:
             frame.createOrReplaceTempView(t.name)
 
 
-def _feature(
-    spark: Any, spec: FeatureSpec, run_ids: Sequence[str] | None
-) -> Refusal | tuple[str, dict[str, Value]]:
+def _plan(
+    spark: Any, index: int, spec: FeatureSpec, run_ids: Sequence[str] | None
+) -> Refusal | _Planned:
+    """The feature translated and analysed by Spark (nothing runs), or why it cannot be."""
     try:
         duck_sql = spec.sql if run_ids is None else restricted(parse_query(spec), run_ids)
         query = to_spark_sql(duck_sql)
     except (Untranspilable, ConfigError) as exc:
         return Refusal(spec.name, "transpile", str(exc))
-    errors = _analysis_errors()
     try:
         frame = spark.sql(query)  # parses and analyses: a plan refusal shows here
-    except errors as exc:
+    except _analysis_errors() as exc:
         return Refusal(spec.name, "plan", jvm_message(exc))
-    try:
-        table = frame.toArrow()
-    except _driver_lost_errors():
-        raise  # not this feature's failure: every later one would fail the same way
-    except Exception as exc:  # a runtime failure of one feature does not stop the others
-        return Refusal(spec.name, "run", jvm_message(exc))
-    return _values(spec, query, table)
-
-
-def _values(spec: FeatureSpec, query: str, table: Any) -> Refusal | tuple[str, dict[str, Value]]:
-    if table.num_columns < 2:
+    fields = frame.schema.fields
+    if len(fields) < 2:
+        return Refusal(spec.name, "run", f"returns {len(fields)} column(s), not (run_id, value)")
+    kind = _kind(fields[1].dataType)
+    if kind is None or not _is_run_id(fields[0].dataType):
+        field_ = fields[1] if kind is None else fields[0]
+        what = "value" if kind is None else "run id"
         return Refusal(
-            spec.name, "run", f"returns {table.num_columns} column(s), not (run_id, value)"
+            spec.name,
+            "plan",
+            f"its {what} is of Spark type {field_.dataType.simpleString()}: the feature store "
+            "holds text run ids and numbers, booleans or text",
         )
-    ids, cells = table.column(0).to_pylist(), table.column(1).to_pylist()
-    values = {str(r): plain(v) for r, v in zip(ids, cells, strict=True) if r is not None}
-    if len(values) < sum(r is not None for r in ids):
-        # DuckDB keeps whichever row comes last, which depends on its scan order
-        return Refusal(spec.name, "run", "returns several rows for one run")
-    return query, values
+    return _Planned(index, spec.name, query, kind, _long_form(frame, index, kind))
+
+
+def _kind(data_type: Any) -> Kind | None:
+    """Where a value of ``data_type`` is staged; None for types the store does not hold."""
+    from pyspark.sql import types
+
+    if isinstance(data_type, types.BooleanType):
+        return "bool"
+    if isinstance(data_type, types.IntegralType):
+        return "long"
+    if isinstance(data_type, types.FloatType | types.DoubleType | types.NullType):
+        return "double"
+    if isinstance(data_type, types.DecimalType):
+        return "decimal"
+    text = (types.StringType, types.CharType, types.VarcharType, types.DateType)
+    if isinstance(data_type, (*text, types.TimestampNTZType, types.TimestampType)):
+        return "text"
+    return None
+
+
+def _is_run_id(data_type: Any) -> bool:
+    from pyspark.sql import types
+
+    return isinstance(data_type, types.StringType | types.IntegralType)
+
+
+def _long_form(frame: Any, index: int, kind: Kind) -> Any:
+    """``frame``'s first two columns as :data:`STAGED_SCHEMA` rows, those with a run id."""
+    functions, _ = _sql_functions()
+    named = frame.toDF(*(f"_c{i}" for i in range(len(frame.columns))))
+    value = _staged_value(functions.col("_c1"), frame.schema.fields[1].dataType)
+    columns = [
+        functions.lit(index).cast("int").alias("feature"),
+        functions.col("_c0").cast("string").alias("run_id"),
+    ]
+    for column, spark_type in (
+        ("v_long", "bigint"),
+        ("v_double", "double"),
+        ("v_bool", "boolean"),
+        ("v_text", "string"),
+    ):
+        cell = value if column == KIND_COLUMN[kind] else functions.lit(None)
+        columns.append(cell.cast(spark_type).alias(column))
+    return named.select(*columns).where(functions.col("run_id").isNotNull())
+
+
+def _staged_value(value: Any, data_type: Any) -> Any:
+    """A value as staged: date and time as the ISO text :func:`plain` makes of them."""
+    from pyspark.sql import types
+
+    if not isinstance(data_type, types.TimestampNTZType | types.TimestampType):
+        return value
+    functions, _ = _sql_functions()
+    micros = functions.date_format(value, "SSSSSS")
+    text = functions.concat(
+        functions.date_format(value, "yyyy-MM-dd'T'HH:mm:ss"),
+        functions.when(micros == "000000", "").otherwise(
+            functions.concat(functions.lit("."), micros)
+        ),
+    )
+    # an instant reaches Python in the session's time zone, pinned to UTC
+    return (
+        functions.concat(text, functions.lit("+00:00"))
+        if isinstance(data_type, types.TimestampType)
+        else text
+    )
+
+
+def _run_batch(
+    spark: Any,
+    batch: list[_Planned],
+    root: Path,
+    written: dict[str, tuple[Path, int]],
+    refused: list[Refusal],
+) -> None:
+    """Write ``batch``'s values under ``root`` in one action, counting each feature's rows as
+    they are written; if it fails, each half in its own, down to the failing feature, which is
+    refused with Spark's message."""
+    from pyspark.sql import Observation
+
+    functions, _ = _sql_functions()
+    folder = root / f"batch={batch[0].index}"  # unique among the batches written
+    frame = reduce(lambda a, b: a.unionByName(b), (p.frame for p in batch))
+    rows = Observation()
+    per_feature = (
+        functions.count(functions.when(functions.col("feature") == p.index, True)).alias(
+            f"f{p.index}"
+        )
+        for p in batch
+    )
+    begun = time.perf_counter()
+    try:
+        frame.observe(rows, *per_feature).write.partitionBy("feature").parquet(_local(folder))
+    except _driver_lost_errors():
+        raise  # not this batch's failure: every later one would fail the same way
+    except Exception as exc:  # a runtime failure of one feature does not stop the others
+        shutil.rmtree(folder, ignore_errors=True)
+        if len(batch) == 1:
+            refused.append(Refusal(batch[0].name, "run", jvm_message(exc)))
+            return
+        log.info("a batch of %d features failed: running it again in halves", len(batch))
+        half = len(batch) // 2
+        for part in (batch[:half], batch[half:]):
+            _run_batch(spark, part, root, written, refused)
+        return
+    seconds = time.perf_counter() - begun
+    log.info("%d features computed in one Spark write (%.1f s)", len(batch), seconds)
+    counted = rows.get
+    written.update((p.name, (folder, int(counted[f"f{p.index}"]))) for p in batch)
+
+
+def _staged_counts(spark: Any, root: Path) -> dict[int, tuple[int, int, int]]:
+    """Per staged feature: rows, distinct run ids, runs of the tables with a value."""
+    if not root.is_dir():
+        return {}
+    functions, _ = _sql_functions()
+    col = functions.col
+    staged = spark.read.schema(f"{STAGED_SCHEMA}, `batch` INT").parquet(_local(root))
+    known = spark.table("runs").select("run_id").distinct().withColumn("_known", functions.lit(1))
+    has_value = reduce(lambda a, b: a | b, (col(c).isNotNull() for c in set(KIND_COLUMN.values())))
+    counts = (
+        staged.join(known, "run_id", "left")
+        .groupBy("feature")
+        .agg(
+            functions.count(functions.lit(1)),
+            functions.count_distinct("run_id"),
+            functions.count(functions.when(col("_known").isNotNull() & has_value, 1)),
+        )
+    )
+    return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in counts.collect()}
 
 
 def _analysis_errors() -> tuple[type[BaseException], ...]:
@@ -664,21 +1029,73 @@ def _quiet_query_errors(spark: Any) -> Iterator[None]:
         spark.sparkContext.setLogLevel(jvm_level)
 
 
+# --------------------------------------------------------------------------- feature store
+
+AS_NUMBER: dict[Kind, str] = {
+    "long": "CAST(v_long AS DOUBLE)",
+    "double": "v_double",
+    "bool": "CAST(v_bool AS DOUBLE)",
+    "decimal": "CAST(v_text AS DOUBLE)",
+    "text": "CAST(v_text AS DOUBLE)",
+}
+"""A staged value as ``write_feature`` stores a number: ``float()`` of its :func:`plain` form."""
+AS_TEXT: dict[Kind, str] = {
+    "long": "CAST(v_long AS VARCHAR)",
+    # DuckDB spells a DOUBLE as Python's repr does, but for a NaN whose sign bit is set
+    "double": "CASE WHEN isnan(v_double) THEN 'nan' ELSE CAST(v_double AS VARCHAR) END",
+    "bool": "CASE WHEN v_bool THEN 'True' WHEN NOT v_bool THEN 'False' END",
+    "decimal": "CAST(CAST(v_text AS DOUBLE) AS VARCHAR)",
+    "text": "v_text",
+}
+"""A staged value as ``write_feature`` stores text: ``str()`` of its :func:`plain` form."""
+
+
 def write_spark_features(
     features: SparkFeatures, specs: Sequence[FeatureSpec], store: Path
 ) -> list[Materialized]:
     """Store every computed feature in the feature store (``features.duckdb`` format).
 
-    Coverage is the share of the tables' runs with a non-null value, as the DuckDB path counts
-    it. Each feature replaces its stored values in one transaction.
+    DuckDB reads the staged Parquet straight into the store (the values never pass through
+    Python). Coverage is the share of the tables' runs with a non-null value, as the DuckDB
+    path counts it. Each feature replaces its stored values in one transaction.
 
     Raises:
-        WarehouseError: the store cannot be written.
+        WarehouseError: the store cannot be written, or the driver does not see the values the
+            executors staged (a staging folder they do not share).
     """
     by_name = {s.name: s for s in specs}
-    stored = []
-    for name, values in features.values.items():
-        covered = sum(1 for run, v in values.items() if v is not None and run in features.runs)
-        coverage = covered / len(features.runs) if features.runs else 0.0
-        stored.append(write_feature(store, by_name[name], list(values.items()), coverage))
-    return stored
+    con = open_store(store)
+    try:
+        return [
+            _store(con, store, by_name[name], staged, features.runs)
+            for name, staged in features.values.staged.items()
+        ]
+    finally:
+        con.close()
+
+
+def _store(con: Any, store: Path, spec: FeatureSpec, staged: Staged, runs: int) -> Materialized:
+    coverage = staged.covered / runs if runs else 0.0
+    text = spec.value_type == "VARCHAR"
+    number, words = ("NULL", AS_TEXT[staged.kind]) if text else (AS_NUMBER[staged.kind], "NULL")
+    with transaction(con, f"feature {spec.name} in {store}"):
+        con.execute("DELETE FROM feature_values WHERE feature_id = ?", [spec.feature_id])
+        rows = 0
+        if staged.folder.is_dir():
+            inserted = con.execute(
+                f"INSERT INTO feature_values SELECT ?, run_id, {number}, {words} "
+                f"FROM {_parquet(staged.folder)}",
+                [spec.feature_id],
+            ).fetchone()
+            rows = int(inserted[0]) if inserted else 0
+        _check_read(spec.name, staged, rows)
+        con.execute(
+            "INSERT OR REPLACE INTO features VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                *(spec.feature_id, spec.name, spec.category, spec.value_type, spec.sql),
+                datetime.now(UTC).replace(tzinfo=None),
+                rows,
+                coverage,
+            ],
+        )
+    return Materialized(spec.feature_id, rows, coverage)

@@ -20,19 +20,28 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from parity import differences, export_tables
+from parity import differences, export_tables, same
 
 from autofe.config import example_workspace
 from autofe.feature_catalog import load_catalog, read_feature_file
 from autofe.featurespec import FeatureSpec
+from autofe.gates.admit import coverage
+from autofe.gates.admit import run_ids as warehouse_runs
 from autofe.modeling.compute import compute_values
+from autofe.modeling.dataset import Value
 from autofe.pipelines.spark import (
+    BROADCAST_THRESHOLD,
+    FEATURE_STAGING,
+    SparkFeatures,
     SparkSettings,
     materialize_on_spark,
     spark_ingest,
@@ -42,7 +51,7 @@ from autofe.pipelines.spark import (
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.connect import open_warehouse
 from autofe.warehouse.docs import table_counts
-from autofe.warehouse.feature_store import read_feature_values
+from autofe.warehouse.feature_store import read_feature_values, read_store_values, write_feature
 from autofe.warehouse.write import insert_rows
 
 pytestmark = pytest.mark.slow
@@ -132,6 +141,45 @@ def test_restricting_to_some_runs_gives_their_values(
     for spec in specs:
         assert set(found.values[spec.name]) <= set(run_ids)
         assert differences(duck[spec.name], found.values[spec.name]) == []
+
+
+@contextmanager
+def counted_jobs(spark: Any) -> Iterator[Callable[[], list[int]]]:
+    """The Spark jobs started in the block (a job group of its own)."""
+    sc = spark.sparkContext
+    group = f"autofe-test-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, "counted")
+    try:
+        yield lambda: list(sc.statusTracker().getJobIdsForGroup(group))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+
+
+def test_features_run_as_one_spark_job_per_batch(
+    spark: Any, spark_tables: tuple[Path, Any]
+) -> None:
+    """However many features a batch holds, it is one job that the executors write; the driver
+    collects only counts (two jobs for the whole call), never a feature's values.
+
+    Broadcast joins are off while features run (each would be a job collecting a table into the
+    driver), and these features have no global ORDER BY (whose range partitioning samples a few
+    sort keys in a job of its own): what is left is the batches' jobs.
+    """
+    plain_specs = [
+        s
+        for s in load_catalog(CATALOG)
+        if not re.search(r"\border\s+by\b|\blimit\b|\bjoin\b", s.sql, re.IGNORECASE)
+    ]
+    threshold = spark.conf.get(BROADCAST_THRESHOLD)
+    with counted_jobs(spark) as jobs:
+        found = materialize_on_spark(
+            plain_specs, spark_tables[0], SparkSettings(), session=spark, batch_features=8
+        )
+    planned = len(plain_specs) - sum(r.stage != "run" for r in found.refused)
+    batches = math.ceil(planned / 8)
+    assert len(found.values) >= 16 and batches <= 3
+    assert len(jobs()) <= batches + 2 < planned  # the batches, the runs' count, the values' counts
+    assert spark.conf.get(BROADCAST_THRESHOLD) == threshold  # the session's own, back
 
 
 # ------------------------------------------------------------------ rules on edge cases
@@ -233,10 +281,20 @@ SEMANTICS = sorted(
 )
 
 
-def test_each_rule_gives_duckdbs_values(spark: Any, edge_warehouse: tuple[Path, Path]) -> None:
-    db, tables = edge_warehouse
+@pytest.fixture(scope="module")
+def semantics(spark: Any, edge_warehouse: tuple[Path, Path]) -> Iterator[SparkFeatures]:
+    """The rule features computed on Spark once for the module."""
     specs = [read_feature_file(path) for path in SEMANTICS]
-    found = materialize_on_spark(specs, tables, SparkSettings(), session=spark)
+    with materialize_on_spark(specs, edge_warehouse[1], SparkSettings(), session=spark) as found:
+        yield found
+
+
+def test_each_rule_gives_duckdbs_values(
+    semantics: SparkFeatures, edge_warehouse: tuple[Path, Path]
+) -> None:
+    db, _ = edge_warehouse
+    specs = [read_feature_file(path) for path in SEMANTICS]
+    found = semantics
     assert [r.as_dict() for r in found.refused] == []
     with Sandbox.open(db) as sandbox:
         duck = compute_values(sandbox, specs)
@@ -267,3 +325,90 @@ def test_text_only_duckdb_reads_fails_the_spark_query_rather_than_differing(
     ]
     assert "only DuckDB reads" in found.refused[0].reason
     assert "not a whole number" in found.refused[1].reason
+
+
+FLOAT_TEXT = re.compile(r"-?\d+(\.\d+)?(e[+-]\d+)?")
+
+
+def same_stored(duck: Value, spark: Value) -> bool:
+    """As :func:`same`; two floats stored as text may differ in their last digits too."""
+    if isinstance(duck, str) and isinstance(spark, str) and duck != spark:
+        floats = [FLOAT_TEXT.fullmatch(t) and ("." in t or "e" in t) for t in (duck, spark)]
+        return all(floats) and same(float(duck), float(spark))
+    return same(duck, spark)
+
+
+def test_the_store_holds_what_write_feature_stores_of_duckdbs_values(
+    semantics: SparkFeatures, edge_warehouse: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Integers, floats, decimals, booleans, text, dates and times, stored as text (VARCHAR
+    features) and as numbers (the others): DuckDB reads the staged Parquet into the store as
+    ``write_feature`` stores the values DuckDB computes, with the same row count and coverage."""
+    db, _ = edge_warehouse
+    specs = [read_feature_file(path) for path in SEMANTICS]
+    with Sandbox.open(db) as sandbox:
+        duck = compute_values(sandbox, specs)
+        runs = warehouse_runs(sandbox)
+    texts = [s.model_copy(update={"value_type": "VARCHAR"}) for s in specs]
+    numeric = {
+        n for n, values in duck.items() if not any(isinstance(v, str) for v in values.values())
+    }
+    numbers = [s.model_copy(update={"value_type": "DOUBLE"}) if s.name in numeric else t
+               for s, t in zip(specs, texts, strict=True)]  # fmt: skip
+    assert len(numeric) > 20 and len(specs) - len(numeric) > 10
+    for variant, typed in (("text", texts), ("number", numbers)):
+        store, reference = tmp_path / f"{variant}.duckdb", tmp_path / f"{variant}-duck.duckdb"
+        stored = write_spark_features(semantics, typed, store)
+        expected = [
+            write_feature(reference, s, list(duck[s.name].items()), coverage(duck[s.name], runs))
+            for s in typed
+        ]
+        assert sorted(stored, key=str) == sorted(expected, key=str)
+        ids = [s.feature_id for s in typed]
+        ours, theirs = read_store_values(store, ids), read_store_values(reference, ids)
+        wrong = {
+            f: [
+                (r, v, ours[f].get(r))
+                for r, v in values.items()
+                if not same_stored(v, ours[f].get(r))
+            ]
+            for f, values in theirs.items()
+        }
+        assert {f: w[:3] for f, w in wrong.items() if w} == {}
+        assert {f: set(v) for f, v in ours.items()} == {f: set(v) for f, v in theirs.items()}
+
+
+def test_a_failing_or_ambiguous_feature_is_refused_alone(
+    spark: Any, edge_warehouse: tuple[Path, Path]
+) -> None:
+    """One batch: the feature that fails is refused with its own message after the batch runs
+    again in halves, one with several rows for a run is refused, the others are computed; the
+    staged values are gone once the result is closed."""
+    db, tables = edge_warehouse
+    good = [read_feature_file(path) for path in SEMANTICS[:5]]
+    fails = FeatureSpec(
+        name="half_as_text",
+        sql="SELECT r.run_id, CAST(r.duration_s AS VARCHAR) AS value FROM runs AS r",
+        category="static-config",
+    )
+    twice = FeatureSpec(
+        name="stage_durations",
+        sql="SELECT s.run_id, s.duration_ms AS value FROM stages AS s",
+        category="static-config",
+    )
+    specs = [*good[:2], fails, *good[2:4], twice, good[4]]
+    with materialize_on_spark(
+        specs, tables, SparkSettings(), session=spark, batch_features=len(specs)
+    ) as found:
+        assert [(r.name, r.stage) for r in found.refused] == [
+            ("half_as_text", "run"),
+            ("stage_durations", "run"),
+        ]
+        assert "not a whole number" in found.refused[0].reason
+        assert found.refused[1].reason == "returns several rows for one run"
+        with Sandbox.open(db) as sandbox:
+            duck = compute_values(sandbox, good)
+        assert {n: differences(duck[n], found.values[n])[:3] for n in duck} == {n: [] for n in duck}
+        batches = {staged.batch for staged in found.values.staged.values()}
+        assert batches and all(b.parent.parent.name == FEATURE_STAGING for b in batches)
+    assert not any(b.parent.exists() for b in batches)

@@ -20,18 +20,24 @@ pytestmark = pytest.mark.slow
 
 MINI = Path(__file__).resolve().parents[2] / "examples" / "workspaces" / "mini"
 SETTINGS = SparkSettings(master="local[1]", conf={"spark.driver.memory": "512m"})
+CROSSED = ", ".join(f"n AS n{i}" for i in range(10))
+DISTINCT = " + ".join(f"n{i}.k * {6**i}" for i in range(10))
+"""A number distinct for each of the 6^10 combinations of the crossed runs."""
 
 
 def test_driver_out_of_heap_is_a_config_error_naming_driver_memory(tmp_path: Path) -> None:
     tables = tmp_path / "tables"
     spark_ingest([MINI], tables, SETTINGS)
-    # the mini workspace's runs crossed ten times: 6^10 = 60 million rows for a 512 MB heap
-    crossed = ", ".join(f"runs r{i}" for i in range(10))
+    # The executors write feature values to Parquet, so a feature's rows never reach the driver;
+    # but local executors share its heap, and an exact median keeps every distinct value of its
+    # group on it: the mini workspace's 6 runs crossed ten times give 6^10 = 60 million
     huge = FeatureSpec(
-        name="crossed_runs",
-        sql=f"SELECT r0.run_id, r1.run_id || r2.run_id AS value FROM {crossed}",
+        name="median_of_crossed_runs",
+        sql=(
+            "WITH n AS (SELECT run_id, row_number() OVER (ORDER BY run_id) AS k FROM runs) "
+            f"SELECT n0.run_id, median({DISTINCT}) AS value FROM {CROSSED} GROUP BY n0.run_id"
+        ),
         category="static-config",
-        value_type="VARCHAR",
     )
     with pytest.raises(ConfigError) as caught:
         materialize_on_spark([huge], tables, SETTINGS)

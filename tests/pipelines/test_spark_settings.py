@@ -18,23 +18,31 @@ from typer.testing import CliRunner
 from autofe.cli import app
 from autofe.config import example_workspace
 from autofe.console import EXIT_USER_ERROR
-from autofe.errors import ConfigError
+from autofe.errors import ConfigError, WarehouseError
 from autofe.feature_catalog import load_catalog, save_catalog
+from autofe.featurespec import FeatureSpec
 from autofe.ingest.event_logs import ingest_event_logs
 from autofe.ingest.eventlog.files import find_event_logs
 from autofe.ingest.log_rows import log_rows, source_digest
 from autofe.modeling.compute import compute_values
 from autofe.pipelines.spark import (
     INSTALL_HINT,
+    Refusal,
+    SparkFeatures,
     SparkSettings,
+    Staged,
+    StagedValues,
+    _checked,
+    _Planned,
     materialize_on_spark,
     session_conf,
     spark_session,
+    write_spark_features,
 )
 from autofe.sandbox.session import Sandbox
 from autofe.schema import IngestReport
 from autofe.warehouse.connect import open_warehouse
-from autofe.warehouse.feature_store import read_feature_values
+from autofe.warehouse.feature_store import read_feature_values, read_store_values
 from autofe.warehouse.parquet_sample import gate_sample
 from autofe.warehouse.parquet_tables import duckdb_select
 from autofe.warehouse.tables import TABLES
@@ -100,6 +108,78 @@ def test_cli_ingest_option_errors(args: list[str], message: str) -> None:
 def test_a_folder_without_a_manifest_is_no_table_folder(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a table folder written by"):
         materialize_on_spark([], tmp_path, SparkSettings())
+
+
+def test_staged_rows_the_driver_does_not_see_are_an_error_not_a_partial_feature(
+    tmp_path: Path,
+) -> None:
+    """Spark's count of the staged files against the rows the executors wrote: equal, a feature
+    is stored (or refused for several rows per run); short, the staging folder is not shared."""
+    planned = [_Planned(0, "a", "q", "double", None), _Planned(1, "b", "q", "long", None)]
+    written = {"a": (tmp_path / "batch=0", 10), "b": (tmp_path / "batch=0", 4)}
+    refused: list[Refusal] = []
+    staged = _checked(planned, written, {0: (10, 10, 9), 1: (4, 3, 3)}, refused, tmp_path)
+    assert list(staged) == ["a"] and (staged["a"].rows, staged["a"].covered) == (10, 9)
+    assert refused == [Refusal("b", "run", "returns several rows for one run")]
+    with pytest.raises(ConfigError, match=r"and read back 0: the tables' folder must be one"):
+        _checked(planned, written, {1: (4, 4, 4)}, [], tmp_path)
+
+
+STAGED_DOUBLES = (
+    "SELECT * FROM (VALUES ('r1', 1.5), ('r2', -('nan'::DOUBLE)), ('r3', NULL), ('r4', 1e16)) "
+    "AS t(run_id, v_double)"
+)
+"""Rows as the executors stage a DOUBLE feature (``-nan``: a NaN with its sign bit set)."""
+
+
+def staged_doubles(root: Path, rows: int) -> StagedValues:
+    """One feature's values staged as Spark leaves them, under ``root``, said to be ``rows``."""
+    folder = root / "batch=0" / "feature=0"
+    folder.mkdir(parents=True)
+    columns = "run_id, NULL::BIGINT AS v_long, v_double, NULL::BOOLEAN AS v_bool, NULL AS v_text"
+    target = folder / "part-00000.parquet"
+    duckdb.sql(f"COPY (SELECT {columns} FROM ({STAGED_DOUBLES})) TO '{target}' (FORMAT parquet)")
+    return StagedValues({"d": Staged(0, "double", root / "batch=0", rows, 3)}, root)
+
+
+def test_staged_values_are_read_whole_and_stored_as_write_feature_stores_them(
+    tmp_path: Path,
+) -> None:
+    """DuckDB reads the staged Parquet (no JVM needed): as floats, as text spelled as Python's
+    ``str`` (a NaN is ``nan`` whatever its sign bit); gone once discarded."""
+    values = staged_doubles(tmp_path / "staging" / "call", rows=4)
+    read = values["d"]
+    assert read["r1"] == 1.5 and read["r3"] is None and read["r2"] != read["r2"]
+    found = SparkFeatures(values, [], {"d": "q"}, runs=5, seconds={})
+    spec = FeatureSpec(name="d", sql="SELECT 1", category="static-config")
+    for value_type, expected in (
+        ("VARCHAR", {"r1": "1.5", "r2": "nan", "r3": None, "r4": "1e+16"}),
+        ("DOUBLE", {"r1": 1.5, "r3": None, "r4": 1e16}),
+    ):
+        typed = spec.model_copy(update={"value_type": value_type})
+        store = tmp_path / f"{value_type}.duckdb"
+        [stored] = write_spark_features(found, [typed], store)
+        assert (stored.rows, stored.coverage) == (4, 3 / 5)
+        back = read_store_values(store, [typed.feature_id])[typed.feature_id]
+        assert {r: v for r, v in back.items() if v == v} == expected
+    with found:
+        pass
+    assert not (tmp_path / "staging").exists()
+    with pytest.raises(WarehouseError, match=r"feature d: the driver reads 0 of the 4 rows"):
+        values["d"]
+
+
+def test_fewer_staged_rows_than_spark_counted_are_an_error(tmp_path: Path) -> None:
+    values = staged_doubles(tmp_path / "staging" / "call", rows=5)
+    with pytest.raises(WarehouseError, match=r"the driver reads 4 of the 5 rows Spark staged"):
+        values["d"]
+    found = SparkFeatures(values, [], {"d": "q"}, runs=5, seconds={})
+    spec = FeatureSpec(name="d", sql="SELECT 1", category="static-config")
+    with pytest.raises(WarehouseError, match=r"the driver reads 4 of the 5 rows"):
+        write_spark_features(found, [spec], tmp_path / "features.duckdb")
+    assert read_store_values(tmp_path / "features.duckdb", [spec.feature_id]) == {
+        spec.feature_id: {}
+    }
 
 
 def test_executor_rows_equal_the_duckdb_ingest_of_the_same_log(tmp_path: Path) -> None:
