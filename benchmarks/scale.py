@@ -34,10 +34,14 @@ JVM) summed and sampled every 0.25 s, and the largest single process's peak: the
   (``--feature-timeout``) and the row cap. A feature the sandbox refuses (memory, timeout) is
   counted and the rest go on; each feature's time is logged as it finishes, so a stopped run
   still says how far it got.
-- Spark features: ``materialize_on_spark`` on the Parquet tables, one session for the whole
-  catalog, called ``SPARK_CHUNK`` features at a time so per-feature times (its own) are logged
-  as chunks finish. Features it refuses (no faithful Spark SQL, or Spark cannot plan them) are
-  counted; the two engines are compared on the features both compute at every size.
+- Spark features: what ``autofe features materialize --engine spark`` does after the gates:
+  one ``materialize_on_spark`` call for the whole catalog (its features run together, a few
+  Spark jobs, values staged as Parquet by the executors) and ``write_spark_features`` into a
+  fresh store ``SCRATCH/x<N>.spark-features.duckdb``. Features it refuses (no faithful Spark
+  SQL, Spark cannot plan them, they fail) are counted. The features run together, so there is
+  no time per feature: the progress file has each one's status and translation-and-planning
+  time, and the phases (``batches``, ``counts``, ``store``), which the results' status column
+  shows; the batches' progress is logged to stderr (the last line is kept when a run stops).
 
 ``--replica warehouse`` (for 100 k and 1 M runs, where parsing event logs would take hours):
 the sizes are ``autofe warehouse replicate`` copies of the example's warehouse
@@ -79,7 +83,6 @@ AUTOFE = PYTHON.parent / "autofe"
 CATALOG = REPO / "tests" / "fixtures" / "catalogs" / "ex8"
 SAMPLE_S = 0.25
 POLL_S = 0.05
-SPARK_CHUNK = 12
 DEFAULT_MEMORY = SandboxLimits().memory_limit
 PRODUCTION_TIMEOUT_S = SandboxLimits().timeout_s
 """The sandbox's default per-query timeout: a feature slower than this fails in production."""
@@ -211,26 +214,31 @@ def child_duckdb_features(args: argparse.Namespace) -> None:
 
 
 def child_spark_features(args: argparse.Namespace) -> None:
-    """``materialize_on_spark`` over the catalog in one session, ``SPARK_CHUNK`` features per
-    call so that each chunk's per-feature times reach ``--progress`` as it finishes."""
-    from autofe.feature_catalog import load_catalog
-    from autofe.pipelines.spark import SparkSettings, materialize_on_spark, spark_session
+    """The catalog computed by one ``materialize_on_spark`` call and stored in ``--store``;
+    each feature's status and planning time, then the phases, to ``--progress``."""
+    import logging
 
+    from autofe.feature_catalog import load_catalog
+    from autofe.pipelines.spark import SparkSettings, materialize_on_spark, write_spark_features
+
+    logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(message)s")
+    logging.getLogger("autofe.pipelines.spark").setLevel(logging.INFO)  # each batch's job
     specs = load_catalog(args.catalog)
     settings = SparkSettings(master=args.master, conf=spark_conf(args.spark_conf))
-    computed = 0
-    with spark_session(settings) as spark, args.progress.open("w") as log:
-        for start in range(0, len(specs), SPARK_CHUNK):
-            chunk = specs[start : start + SPARK_CHUNK]
-            result = materialize_on_spark(chunk, args.tables, settings, session=spark)
-            refused = {r.name: f"refused at {r.stage}: {r.reason}" for r in result.refused}
-            for spec in chunk:
-                status = refused.get(spec.name, "ok")
-                row = {"feature": spec.name, "seconds": result.seconds[spec.name], "status": status}
-                log.write(json.dumps(row) + "\n")
-                log.flush()
-            computed += len(result.values)
-    print(json.dumps({"features": computed}))
+    args.store.unlink(missing_ok=True)
+    with materialize_on_spark(specs, args.tables, settings) as found:
+        began = time.perf_counter()
+        stored = write_spark_features(found, specs, args.store)
+        store_s = round(time.perf_counter() - began, 3)
+    refused = {r.name: f"refused at {r.stage}: {r.reason}" for r in found.refused}
+    phases = {k: found.seconds[k] for k in ("batches", "counts", "total")} | {"store": store_s}
+    with args.progress.open("w") as log:
+        for spec in specs:
+            status = refused.get(spec.name, "ok")
+            row = {"feature": spec.name, "plan_seconds": found.seconds[spec.name], "status": status}
+            log.write(json.dumps(row) + "\n")
+        log.write(json.dumps({"phases": phases}) + "\n")
+    print(json.dumps({"features": len(stored), "phases": phases}))
 
 
 CHILDREN = {"duckdb-features": child_duckdb_features, "spark-features": child_spark_features}
@@ -349,7 +357,7 @@ def measure(plan: Plan, engine: str, step: str, copies: int, cmd: list[str]) -> 
         outcome.peak_tree_rss, outcome.max_rss, outcome.status, load_before,
         os.getloadavg()[0], _commit(), plan.command, time.strftime("%Y-%m-%d %H:%M"),
     )  # fmt: skip
-    if outcome.status == "failed":
+    if outcome.status != "ok":  # a failure's last line says why; a timeout's, how far it got
         result.detail = outcome.stderr.strip().splitlines()[-1][:300] if outcome.stderr else ""
     print(
         f"  {result.status}: {result.seconds:.1f} s, tree peak "
@@ -361,18 +369,24 @@ def measure(plan: Plan, engine: str, step: str, copies: int, cmd: list[str]) -> 
 
 
 def with_progress(result: Measurement, progress: Path, total: int) -> Measurement:
-    """Add what the per-feature log says: how many finished, which were slowest."""
-    rows = (
+    """Add what the per-feature log says: how many finished, which were slowest (when the
+    engine times each feature: Spark runs them together and logs its phases instead)."""
+    lines = (
         [json.loads(line) for line in progress.read_text().splitlines()]
         if progress.is_file()
         else []
     )
+    rows = [r for r in lines if "feature" in r]
+    timed = [r for r in rows if "seconds" in r]
     result.features_total = total
     result.features_done = sum(r["status"] == "ok" for r in rows)
-    result.over_production_timeout = sum(r["seconds"] > PRODUCTION_TIMEOUT_S for r in rows)
-    slow = sorted(rows, key=lambda r: -r["seconds"])[:3]
+    result.over_production_timeout = sum(r["seconds"] > PRODUCTION_TIMEOUT_S for r in timed)
+    slow = sorted(timed, key=lambda r: -r["seconds"])[:3]
     result.slowest = [(r["feature"], r["seconds"]) for r in slow]
-    result.feature_seconds = {r["feature"]: r["seconds"] for r in rows if r["status"] == "ok"}
+    result.feature_seconds = {r["feature"]: r["seconds"] for r in timed if r["status"] == "ok"}
+    phases = [f"{k} {v:,.1f} s" for r in lines for k, v in r.get("phases", {}).items()]
+    if phases:
+        result.detail = "; ".join(filter(None, [result.detail, ", ".join(phases)]))
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
         first = failed[0]
@@ -443,6 +457,7 @@ def run_spark(plan: Plan, copies: int, replica: Path, total: int) -> list[Measur
         progress = plan.scratch / f"x{copies}.spark-features.jsonl"
         child = [str(PYTHON), __file__, "--child", "spark-features", "--tables", str(tables)]
         child += ["--catalog", str(plan.catalog), "--progress", str(progress)]
+        child += ["--store", str(plan.scratch / f"x{copies}.spark-features.duckdb")]
         child += ["--master", plan.master]
         child += [arg for kv in plan.spark_conf for arg in ("--spark-conf", kv)]
         measured = measure(plan, spark_label(plan), "features", copies, child)
@@ -712,6 +727,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--tables", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--progress", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--store", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
