@@ -254,7 +254,7 @@ def job_scaling(size: FeatureSpec | None, slots: FeatureSpec) -> FeatureSpec:
     >>> slots = FeatureSpec(name="slots", sql="SELECT run_id, 2 AS value FROM runs",
     ...                     category="static-config")
     >>> spec = job_scaling(None, slots)
-    >>> spec.name, spec.category, "a.end_time < t.submit_time" in spec.sql
+    >>> spec.name, spec.category, "f.end_time < t.submit_time" in spec.sql
     ('history_scaling_s', 'history', True)
     """
     parts = [slots] if size is None else [size, slots]
@@ -391,6 +391,7 @@ fit AS (
          ((s11 + {ridge}) * s2y - s12 * s1y)
            / ((s11 + {ridge}) * (s22 + {ridge}) - s12 * s12) AS c
   FROM sums
+  WHERE rank = ended  -- the last of the runs that ended together: its sums count them all
 ),
 recent AS (
   -- the job's successful runs on one configuration, each with the median of it and the four
@@ -408,25 +409,18 @@ recent AS (
   FROM done
   WHERE config IS NOT NULL
 ),
-seen AS (
-  -- how many of the job's runs had ended at the submission, in all and on its configuration
-  SELECT t.run_id, t.job_id, t.config, t.submit_time, t.x1, t.x2, a.ended AS n_all,
-         c.ended AS n_same
-  FROM sized AS t
-  ASOF LEFT JOIN fit AS a ON a.job_id = t.job_id AND a.end_time < t.submit_time
-  ASOF LEFT JOIN recent AS c
-    ON c.job_id = t.job_id AND c.config = t.config AND c.end_time < t.submit_time
+last_recent AS (
+  -- the last of the runs that ended together: its median covers the latest five of them all
+  SELECT job_id, config, end_time, same_median FROM recent WHERE rank = ended
 )
-SELECT s.run_id,
-       coalesce(r.same_median,
-                exp(f.my + f.b * coalesce(s.x1 - f.m1, 0) + f.c * coalesce(s.x2 - f.m2, 0)))
+SELECT t.run_id,
+       coalesce(c.same_median,
+                exp(f.my + f.b * coalesce(t.x1 - f.m1, 0) + f.c * coalesce(t.x2 - f.m2, 0)))
          AS value
-FROM seen AS s
-LEFT JOIN fit AS f
-  ON f.job_id = s.job_id AND f.rank = s.n_all AND f.end_time < s.submit_time
-LEFT JOIN recent AS r
-  ON r.job_id = s.job_id AND r.config = s.config AND r.rank = s.n_same
-  AND r.end_time < s.submit_time"""
+FROM sized AS t
+ASOF LEFT JOIN fit AS f ON f.job_id = t.job_id AND f.end_time < t.submit_time
+ASOF LEFT JOIN last_recent AS c
+  ON c.job_id = t.job_id AND c.config = t.config AND c.end_time < t.submit_time"""
 """The SQL of :func:`job_scaling` (the recipe ``history_job_scaling_s`` is this SQL with
 ``tablestats_input_bytes`` and ``cores_task_slots``)."""
 
