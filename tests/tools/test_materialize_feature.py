@@ -42,7 +42,7 @@ def stored_rows(store: Path) -> list[tuple[str, int]]:
 def test_clean_feature_stores_what_the_sandbox_computes(
     gates_warehouse: Path, box: Sandbox, tmp_path: Path
 ) -> None:
-    feature = spec("accept_history_last_duration")
+    feature = spec("accept_history_last_duration_ranked")
     store = tmp_path / "features.duckdb"
     result = materialize_feature(feature, gate_context(gates_warehouse, box), box, store)
     assert result.accepted and result.reasons == []
@@ -63,10 +63,12 @@ def test_leaky_feature_is_refused_and_nothing_is_written(
     assert not result.accepted and (result.rows, result.coverage) == (0, None)
     assert "label_leak" in {r.code for r in result.reasons}
     assert not store.exists()
-    clean = materialize_feature(spec("accept_history_last_duration"), ctx, box, store)
+    clean = materialize_feature(spec("accept_history_last_duration_ranked"), ctx, box, store)
     materialize_feature(spec("reject_label_duration_ms"), ctx, box, store)
     assert stored_rows(store) == [(clean.feature_id, clean.rows)]
-    with pytest.raises(WarehouseError, match=r"not materialised .*accept_history_last_duration"):
+    with pytest.raises(
+        WarehouseError, match=r"not materialised .*accept_history_last_duration_ranked"
+    ):
         read_feature_values(store, result.feature_id)
 
 
@@ -75,7 +77,7 @@ def test_rematerializing_replaces_the_feature(
 ) -> None:
     store = tmp_path / "features.duckdb"
     ctx = gate_context(gates_warehouse, box)
-    feature = spec("accept_history_last_duration")
+    feature = spec("accept_history_last_duration_ranked")
     first = materialize_feature(feature, ctx, box, store)
     con = duckdb.connect(str(store))
     con.execute("INSERT INTO feature_values VALUES (?, 'ghost', 1.0, NULL)", [feature.feature_id])
@@ -93,7 +95,7 @@ def test_rematerializing_replaces_the_feature(
 def test_the_store_must_not_be_the_warehouse(gates_warehouse: Path, box: Sandbox) -> None:
     ctx = gate_context(gates_warehouse, box)
     with pytest.raises(ConfigError, match="is the warehouse: give another file"):
-        materialize_feature(spec("accept_history_last_duration"), ctx, box, gates_warehouse)
+        materialize_feature(spec("accept_history_last_duration_ranked"), ctx, box, gates_warehouse)
 
 
 def test_reading_a_missing_store(tmp_path: Path) -> None:

@@ -123,7 +123,9 @@ def _fixture_args(name: str) -> dict[str, Any]:
 
 @pytest.mark.anyio
 async def test_check_feature_verdicts(config: ServerConfig) -> None:
-    clean = await _call(config, "check_feature", _fixture_args("accept_history_last_duration"))
+    clean = await _call(
+        config, "check_feature", _fixture_args("accept_history_last_duration_ranked")
+    )
     assert clean.structured_content["accepted"] is True
     leaky = await _call(config, "check_feature", _fixture_args("reject_label_duration_ms"))
     codes = {r["code"] for r in leaky.structured_content["reasons"]}
@@ -134,7 +136,9 @@ async def test_check_feature_verdicts(config: ServerConfig) -> None:
 async def test_materialize_feature_writes_only_accepted(config: ServerConfig) -> None:
     from autofe.warehouse.feature_store import read_feature_values
 
-    done = await _call(config, "materialize_feature", _fixture_args("accept_history_run_count"))
+    done = await _call(
+        config, "materialize_feature", _fixture_args("accept_history_last_duration_ranked")
+    )
     result = done.structured_content
     assert result["accepted"] is True
     assert result["rows"] > 4000
@@ -168,7 +172,7 @@ async def test_stdio_end_to_end(gates_warehouse: Path, eventlogs: Path, tmp_path
 async def test_bad_arguments_are_tool_errors(config: ServerConfig) -> None:
     too_many = await _call(config, "run_readonly_sql", {"sql": "SELECT 1", "limit": 0})
     assert too_many.is_error
-    bad_name = dict(_fixture_args("accept_history_run_count"), name="Bad Name")
+    bad_name = dict(_fixture_args("accept_history_last_duration_ranked"), name="Bad Name")
     assert (await _call(config, "materialize_feature", bad_name)).is_error
     unknown_table = await _call(config, "run_readonly_sql", {"sql": "SELECT * FROM secrets"})
     assert "secrets" in _error_text(unknown_table)
