@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -30,7 +30,23 @@ ValueType = Literal["DOUBLE", "BIGINT", "INTEGER", "BOOLEAN", "VARCHAR"]
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,79}$")
 
 
-class Provenance(BaseModel):
+class _Pickled(BaseModel):
+    """Pickles to the same bytes in every process.
+
+    Pydantic pickles the set of fields a model was given, and a set of strings iterates in an
+    order that follows the process's hash seed: two runs of one command wrote model files with
+    equal contents and different bytes (and manifest digests). The set goes out sorted."""
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = super().__getstate__()
+        return {**state, "__pydantic_fields_set__": sorted(state["__pydantic_fields_set__"])}
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        given = set(state["__pydantic_fields_set__"])
+        super().__setstate__({**state, "__pydantic_fields_set__": given})
+
+
+class Provenance(_Pickled):
     """Who proposed the feature: an agent and backend, or a person."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -40,7 +56,7 @@ class Provenance(BaseModel):
     prompt_hash: str | None = None
 
 
-class FeatureSpec(BaseModel):
+class FeatureSpec(_Pickled):
     """One feature: SQL returning ``(run_id, value)`` plus why and where it came from."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
