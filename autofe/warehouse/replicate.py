@@ -53,7 +53,7 @@ from pathlib import Path
 import duckdb
 
 from autofe.errors import ConfigError, WarehouseError, first_line
-from autofe.warehouse.connect import open_warehouse, schema_fingerprint
+from autofe.warehouse.connect import BULK_MEMORY_LIMIT, open_warehouse, schema_fingerprint
 from autofe.warehouse.tables import TABLES, Column, Table
 
 log = logging.getLogger(__name__)
@@ -303,10 +303,6 @@ def _fill(con: duckdb.DuckDBPyConnection, plan: _Plan, copies: int) -> None:
             log.info("%s: copies %d+ in %.1f s", t.name, first, time.perf_counter() - started)
 
 
-MEMORY_LIMIT = "4GB"
-"""DuckDB's buffer limit while building: a million-run replica within the 8 GB a step may use."""
-
-
 def _build(source: Path, partial: Path, copies: int, shift_seconds: float) -> _Plan:
     con = open_warehouse(partial)
     try:
@@ -314,9 +310,8 @@ def _build(source: Path, partial: Path, copies: int, shift_seconds: float) -> _P
         # Rows keep no order a reader relies on; keeping it serialises the INSERT, and the
         # reordering at checkpoint leaves a 100k-run replica's file 40 % free blocks.
         con.execute("SET preserve_insertion_order = false")
-        # DuckDB's default (80 % of RAM) let a 1 M-run build reach 8.4 GiB resident; what does
-        # not fit spills to the file's temporary folder instead.
-        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        # DuckDB's default (80 % of RAM) let a 1 M-run build reach 8.4 GiB resident
+        con.execute(f"SET memory_limit = '{BULK_MEMORY_LIMIT}'")
         quoted = str(source).replace("'", "''")
         con.execute(f"ATTACH '{quoted}' AS source (READ_ONLY)")
         plan = _plan(con, shift_seconds)
