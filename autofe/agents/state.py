@@ -71,7 +71,8 @@ class Dropped(TypedDict):
 
     name: str
     stage: str
-    """``gate:<name>``, ``quality``, ``stability``, ``lift``, ``whatif`` or ``prune``."""
+    """``gate:<name>``, ``quality``, ``stability``, ``lift``, ``whatif``, ``prune``, or
+    ``all-runs`` (kept on a sample, but it cannot be computed on every run)."""
     reason: str
     iteration: int
 

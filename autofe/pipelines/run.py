@@ -242,7 +242,11 @@ async def _loop(
     db, store = loop_warehouse(run_dir), run_dir.feature_store
     roots = (Path(settings.workspace),)
     limits = settings.loop.evaluation.limits  # one configuration of the file per process
-    gates = GateSettings(feature_budget_s=settings.loop.feature_budget_seconds)
+    sample = sample_record(run_dir)
+    gates = GateSettings(
+        feature_budget_s=settings.loop.feature_budget_seconds,
+        history_runs=sample["of_runs"] if sample else None,  # the gate projects to the history
+    )
     server = build_server(ServerConfig(db=db, roots=roots, store=store, limits=limits, gates=gates))
     backend = make_backend(settings.llm, OfflinePlanner)
     async with Client(server) as client:
@@ -265,9 +269,8 @@ async def _loop(
             async for update in app.astream(first, config, stream_mode="updates"):
                 _report(update, progress)
             state = (await app.aget_state(config)).values
-    sample = sample_record(run_dir)
     if sample is not None and final_features(state):
-        state = {**state, "final": _on_all_runs(out, state, settings, backend.name)}
+        state = _on_all_runs(out, state, settings, backend.name)
     metrics = run_metrics(state, time.perf_counter() - started)
     metrics["sample"] = sample
     run_dir.metrics.write_text(json.dumps(metrics, indent=2, default=str) + "\n")
@@ -278,12 +281,24 @@ async def _loop(
 def _on_all_runs(
     out: Path, state: dict[str, Any], settings: RunSettings, backend: str
 ) -> dict[str, Any]:
-    """The loop's final features, scored and fitted on every run (the loop saw a sample)."""
+    """The state with the loop's final features scored and fitted on every run (the loop saw a
+    sample); one that cannot be computed on every run is pruned, as a drop of stage
+    ``all-runs``."""
     kept = final_features(state)
     specs = [feature_spec(k, backend) for k in kept]
     limits = settings.loop.evaluation.limits
     final = refit_on_all_runs(out, kept, specs, settings.loop.evaluation.holdout, limits)
-    return {**final, "pruning": state.get("final", {}).get("pruning")}
+    unfit = final.pop("unfit")
+    last = len(state.get("history", [])) - 1
+    drops = [
+        Dropped(name=u["name"], stage="all-runs", reason=u["reason"], iteration=last) for u in unfit
+    ]
+    return {
+        **state,
+        "final": {**final, "pruning": state.get("final", {}).get("pruning")},
+        "pruned": [*state.get("pruned", []), *(u["name"] for u in unfit)],
+        "dropped": [*state.get("dropped", []), *drops],
+    }
 
 
 def warm_start_specs(settings: RunSettings) -> tuple[FeatureSpec, ...]:
@@ -357,9 +372,15 @@ def partial_fields(stop: str | None, dropped: list[Dropped]) -> dict[str, Any]:
         for d in dropped
         if d["stage"].startswith("gate:") and LIMIT_CODE in d["reason"]
     ]
+    unfit = [d["name"] for d in dropped if d["stage"] == "all-runs"]
     reasons = [BUDGET_STOPS[stop]] if stop in BUDGET_STOPS else []
     if refusals:
         reasons.append(f"{len(refusals)} features refused by a time or memory limit")
+    if unfit:
+        reasons.append(
+            f"{len(unfit)} features kept on the sample could not be computed on every run "
+            f"({', '.join(unfit)}) and were left out of the model"
+        )
     return {"partial": bool(reasons), "partial_reasons": reasons, "limit_refusals": refusals}
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from autofe.agents.finalize import finalize_model
 from autofe.agents.state import Feature
+from autofe.errors import ModelError
 from autofe.featurespec import FeatureSpec
 from autofe.gates.admit import coverage
 from autofe.modeling.compute import feature_values
@@ -70,23 +71,39 @@ def refit_on_all_runs(
     """Compute ``specs`` on every run of the run's warehouse into its feature store (replacing
     the sample's values), then score and fit the final model there (:func:`finalize_model`).
 
+    A feature that cannot be computed on every run (over the sandbox's memory limit, say: the
+    loop measured it on a sample) is left out of the model rather than failing the run; the
+    result's ``unfit`` lists each with the reason.
+
     Raises:
-        ModelError: a feature cannot be computed on the whole warehouse.
         WarehouseError: the warehouse or the store cannot be read or written.
     """
     run_dir = RunDir(out)
     batch = replace(limits, timeout_s=BATCH_TIMEOUT_S, max_rows=2**62)
     started = time.perf_counter()
+    unfit: list[dict[str, str]] = []
     with Sandbox.open(run_dir.warehouse, batch) as sandbox:
         every = {str(r[0]) for r in sandbox.query("SELECT run_id FROM runs").rows}
         for spec in specs:
-            values = feature_values(sandbox, spec)
+            try:
+                values = feature_values(sandbox, spec)
+            except ModelError as exc:
+                log.warning("left out of the model: %s", exc)
+                unfit.append({"name": spec.name, "reason": str(exc)})
+                continue
             write_feature(
                 run_dir.feature_store, spec, list(values.items()), coverage(values, every)
             )
     computed = time.perf_counter() - started
+    left_out = {u["name"] for u in unfit}
     final = finalize_model(
-        run_dir.warehouse, run_dir.feature_store, kept, specs, out, holdout, limits=batch
+        run_dir.warehouse,
+        run_dir.feature_store,
+        [k for k in kept if k["name"] not in left_out],
+        [s for s in specs if s.name not in left_out],
+        out,
+        holdout,
+        limits=batch,
     )
     log.info("final catalog on all %d runs in %.0f s", len(every), computed)
-    return {**final, "all_runs_seconds": round(computed, 1)}
+    return {**final, "all_runs_seconds": round(computed, 1), "unfit": unfit}

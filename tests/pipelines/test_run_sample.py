@@ -4,14 +4,22 @@ jobs, the shipped catalog, holdout and model are the whole warehouse's."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+from typing import cast
 
 import duckdb
 import pytest
 from typer.testing import CliRunner
 
+from autofe.agents.state import Dropped, Feature
 from autofe.cli import app
+from autofe.feature_catalog import load_catalog
+from autofe.featurespec import FeatureSpec
+from autofe.pipelines.run import partial_fields
+from autofe.pipelines.run_sample import refit_on_all_runs
 from autofe.run_dir import RunDir
+from autofe.sandbox.limits import SandboxLimits
 
 pytestmark = pytest.mark.slow  # a loop round and a final fit: ~1 min (make test-scale)
 
@@ -53,3 +61,50 @@ def test_final_features_model_and_holdout_are_on_every_run(sampled_run: Path) ->
     shipped = {f["feature_id"] for f in catalog["features"]}
     counts = dict(per_feature)
     assert shipped and all(counts[f] > metrics["sample"]["runs"] for f in shipped)
+
+
+def test_a_kept_feature_that_fails_on_every_run_is_left_out(
+    sampled_run: Path, tmp_path: Path
+) -> None:
+    """The loop kept it on the sample; on every run it fails (here: a bad cast on a run the
+    sample does not hold). The model is fit without it and the result names it."""
+    out = tmp_path / "run"
+    shutil.copytree(sampled_run, out)
+    specs = load_catalog(RunDir(out).features)
+    outside = _run_outside_the_sample(out)
+    failing = FeatureSpec(
+        name="fails_on_all_runs",
+        sql=(
+            "SELECT run_id, CASE WHEN run_id = '"
+            + outside
+            + "' THEN CAST('x' AS DOUBLE) ELSE 1.0 END AS value FROM runs"
+        ),
+        category="static-config",
+    )
+    kept = [_kept(s) for s in [*specs, failing]]
+    final = refit_on_all_runs(out, kept, [*specs, failing], 0.2, SandboxLimits())
+    assert [u["name"] for u in final["unfit"]] == ["fails_on_all_runs"]
+    assert "cannot be computed" in final["unfit"][0]["reason"]
+    assert final["features"] == len(specs)
+    shipped = json.loads((RunDir(out).features / "catalog.json").read_text())["features"]
+    assert "fails_on_all_runs" not in {f["name"] for f in shipped}
+    assert final["holdout"]["n"] == 96
+
+
+def test_a_feature_left_out_makes_the_result_partial_and_says_which() -> None:
+    dropped = [Dropped(name="x_s", stage="all-runs", reason="feature x_s cannot be", iteration=1)]
+    fields = partial_fields("max_iterations", dropped)
+    assert fields["partial"] is True
+    assert "(x_s)" in fields["partial_reasons"][0]
+
+
+def _run_outside_the_sample(out: Path) -> str:
+    with duckdb.connect(str(RunDir(out).sample), read_only=True) as con:
+        inside = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
+    with duckdb.connect(str(RunDir(out).warehouse), read_only=True) as con:
+        every = sorted(r[0] for r in con.execute("SELECT run_id FROM runs").fetchall())
+    return next(r for r in every if r not in inside)
+
+
+def _kept(spec: FeatureSpec) -> Feature:
+    return cast(Feature, {"name": spec.name, "gate": {"feature_id": spec.feature_id}})
