@@ -56,6 +56,10 @@ class GateSettings:
     materialisation on a history ``cost_horizon`` times this one within a few hours."""
     cost_horizon: float = 10.0
     """The history the cost gate projects to, in multiples of the warehouse's runs."""
+    history_runs: int | None = None
+    """Runs of the history the features will be computed on, when the gated warehouse is a
+    sample of it (``autofe run`` above ``--sample-runs``): the cost gate projects to it and to
+    ``cost_horizon`` times it. None: the gated warehouse is the history."""
     cost_sample_shares: tuple[float, ...] = (0.1, 0.4)
     """The nested job samples the cost gate measures on, as shares of the runs."""
     cost_sample_cap: int = 50_000

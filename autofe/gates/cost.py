@@ -6,10 +6,11 @@ of the history. The gate runs the feature on two nested samples of whole jobs
 (:mod:`autofe.gates.cost_sample`), counts the work each run did in rows
 (:func:`~autofe.sandbox.work.plan_work`, the same on every machine, unlike a time), fits
 ``work = a · n^b`` through the two points and projects it to the warehouse and to the horizon
-(``cost_horizon`` times the warehouse's runs). It refuses a feature whose cost grows faster
-than ``n log n`` does over the same samples (by more than ``GROWTH_MARGIN``), or whose
-projected cost at the horizon exceeds ``feature_budget_s``; the reason says both, so a model
-can rewrite the feature (a window over ordered runs, an ``ASOF`` join, a per-day
+(``cost_horizon`` times the warehouse's runs; when the gated warehouse is the loop's sample of
+a larger history, to that history and ``cost_horizon`` times it). It refuses a feature whose
+cost grows faster than ``n log n`` does over the same samples (by more than ``GROWTH_MARGIN``),
+or whose projected cost at the horizon exceeds ``feature_budget_s``; the reason says both, so
+a model can rewrite the feature (a window over ordered runs, an ``ASOF`` join, a per-day
 pre-aggregate).
 
 More jobs is one way a history grows; longer histories per job is the other. A feature that
@@ -109,7 +110,7 @@ def check_cost(spec: FeatureSpec, ctx: GateContext) -> list[Reason]:
         return [Reason(GATE, str(Cost.SAMPLE_LIMIT), message, stopped_by=str(exc))]
     except AutofeError:
         return []
-    return _verdict(growth, samples.warehouse_runs, ctx)
+    return _verdict(growth, max(samples.warehouse_runs, settings.history_runs or 0), ctx)
 
 
 def feature_growth(spec: FeatureSpec, samples: Samples) -> Growth:

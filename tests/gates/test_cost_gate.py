@@ -170,3 +170,14 @@ def test_same_verdict_twice(ctx: GateContext) -> None:
 
 def test_unrunnable_sql_is_left_to_completeness(ctx: GateContext) -> None:
     assert check_cost(_spec("SELECT run_id, no_such_column AS value FROM runs"), ctx) == []
+
+
+def test_on_a_sample_the_projection_is_to_the_whole_history(ctx: GateContext) -> None:
+    """The loop gates on a sample of a larger history (``history_runs``): the reason projects
+    to that history and ten times it, not to the sample's size."""
+    tight = replace(ctx.settings, feature_budget_s=1e-6)
+    own = check_cost(_spec(WINDOW_REWRITE), GateContext(ctx.db, ctx.catalog, tight))
+    assert "at 490 runs" in own[0].message and "at 4,900" in own[0].message
+    sampled = replace(tight, history_runs=1_000_000)
+    reasons = check_cost(_spec(WINDOW_REWRITE), GateContext(ctx.db, ctx.catalog, sampled))
+    assert "at 1,000,000 runs" in reasons[0].message and "at 10,000,000" in reasons[0].message
