@@ -27,7 +27,9 @@ TEXT_LIST = exp.DataType.build("VARCHAR[]", dialect=DIALECT)
 _EXTRA_TYPES: dict[type[exp.Expr], dict[str, Any]] = {
     exp.RegexpExtract: {"returns": exp.DType.VARCHAR},
     exp.RegexpReplace: {"returns": exp.DType.VARCHAR},
-    exp.JSONExtractScalar: {"returns": exp.DType.VARCHAR},
+    exp.JSONExtractScalar: {
+        "annotator": lambda self, e: self._set_type(e, TEXT_LIST if json_wildcard(e) else TEXT)
+    },
     exp.JSONExtract: {"returns": exp.DType.JSON},
     exp.MD5: {"returns": exp.DType.VARCHAR},
     exp.SplitPart: {"returns": exp.DType.VARCHAR},
@@ -44,6 +46,17 @@ _EXTRA_TYPES: dict[type[exp.Expr], dict[str, Any]] = {
     exp.UnixToTime: {"annotator": lambda self, e: self._set_type(e, _epoch_type(e))},
     exp.Literal: {"annotator": lambda self, e: self._set_type(e, literal_type(e))},
 }
+
+
+def json_wildcard(node: exp.Expr) -> bool:
+    """Whether ``->>``'s path ends in ``[*]``: DuckDB then returns a list of strings.
+
+    >>> json_wildcard(sqlglot.parse_one("j ->> '$.a[*]'", "duckdb"))
+    True
+    """
+    parts = node.expression.expressions if isinstance(node.expression, exp.JSONPath) else []
+    last = parts[-1] if parts else None
+    return isinstance(last, exp.JSONPathSubscript) and isinstance(last.this, exp.JSONPathWildcard)
 
 
 def literal_type(node: exp.Literal) -> exp.DataType:

@@ -25,7 +25,7 @@ from typing import NoReturn
 from sqlglot import exp
 
 from autofe.errors import Untranspilable
-from autofe.sandbox.duck_types import NUMERIC, integer_range_type, kind
+from autofe.sandbox.duck_types import NUMERIC, integer_range_type, json_wildcard, kind
 from autofe.sandbox.regex_dialect import JavaRegex, re2_to_java
 
 Rule = Callable[[exp.Expr], exp.Expr]
@@ -50,6 +50,7 @@ DOUBLE = exp.DataType.build("DOUBLE")
 BIGINT = exp.DataType.build("BIGINT")
 TIMESTAMP = exp.DataType.build("TIMESTAMP")
 DATE = exp.DataType.build("DATE")
+STRING_LIST = exp.DataType.build("ARRAY<STRING>", dialect="spark")
 WORD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -210,6 +211,35 @@ def _comparable(node: exp.Expr, left: exp.Expr, right: exp.Expr) -> None:
 
 def _compare(node: exp.Expr) -> exp.Expr:
     _comparable(node, node.this, node.expression)
+    return node
+
+
+def _between(node: exp.Expr) -> exp.Expr:
+    """``x BETWEEN a AND b``: both ends included in both engines."""
+    for bound in (node.args["low"], node.args["high"]):
+        _comparable(node, node.this, bound)
+    return node
+
+
+def _values(node: exp.Expr) -> exp.Expr:
+    """An inline table, ``(VALUES (0), (1)) AS t(c)``: Spark's ``VALUES ... AS t(c)``. Only
+    integer or string literals, one kind per column: DuckDB types ``1.5`` DECIMAL(2,1) and
+    Spark DECIMAL(2,1) too, but a column mixing kinds is coerced by different rules."""
+    alias = node.args.get("alias")
+    columns = alias.columns if isinstance(alias, exp.TableAlias) else []
+    if not columns:
+        refuse(node, "VALUES must name its columns (AS t(c, ...)) to be translated")
+    kinds: list[set[bool]] = [set() for _ in columns]
+    for row in node.expressions:
+        items = row.expressions if isinstance(row, exp.Tuple) else [row]
+        if len(items) != len(columns):
+            refuse(node, "every VALUES row must have one value per named column")
+        for seen, item in zip(kinds, items, strict=True):
+            if not (isinstance(item, exp.Literal) and (item.is_string or item.is_int)):
+                refuse(node, "only integer and string literals in VALUES are translated")
+            seen.add(item.is_string)
+    if any(len(seen) > 1 for seen in kinds):
+        refuse(node, "a VALUES column mixing integers and strings is coerced differently")
     return node
 
 
@@ -560,8 +590,19 @@ def spark_json_path(node: exp.Expr, path: exp.Expr) -> str:
 def _json_scalar(node: exp.Expr) -> exp.Expr:
     """``->>``: both engines print scalars the same way (numbers re-serialised, strings
     unquoted) and objects as compact JSON; on text that is not JSON DuckDB fails and Spark
-    returns NULL, so only JSON-typed values are accepted."""
+    returns NULL, so only JSON-typed values are accepted.
+
+    A path ending in ``[*]`` is DuckDB's list of the array's elements as strings: Spark reads
+    the array with ``from_json`` as ``array<string>``, which prints its elements the same way.
+    Where the path is missing or not an array DuckDB gives an empty list and Spark NULL, so
+    Spark's is coalesced to an empty list."""
     need(node.this, {"json"}, "the JSON value")
+    if json_wildcard(node):
+        parts = node.expression.expressions
+        path = spark_json_path(node, exp.JSONPath(expressions=parts[:-1]))
+        text = fn("get_json_object", node.this, exp.Literal.string(path))
+        listed = fn("from_json", text, exp.Literal.string("array<string>"))
+        return fn("coalesce", listed, cast(fn("array"), STRING_LIST))
     path = spark_json_path(node, node.expression)
     return fn("get_json_object", node.this, exp.Literal.string(path))
 
@@ -980,6 +1021,8 @@ RULES: dict[type[exp.Expr], Rule] = {
     exp.Union: _union,
     exp.WindowSpec: _window_spec,
     **dict.fromkeys((exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE), _compare),
+    exp.Between: _between,
+    exp.Values: _values,
     exp.In: _in,
     exp.Add: _add_sub,
     exp.Sub: _add_sub,

@@ -100,9 +100,9 @@ def test_a_feature_left_out_makes_the_result_partial_and_says_which() -> None:
 
 def _run_outside_the_sample(out: Path) -> str:
     with duckdb.connect(str(RunDir(out).sample), read_only=True) as con:
-        inside = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
+        inside = {str(r[0]) for r in con.execute("SELECT run_id FROM runs").fetchall()}
     with duckdb.connect(str(RunDir(out).warehouse), read_only=True) as con:
-        every = sorted(r[0] for r in con.execute("SELECT run_id FROM runs").fetchall())
+        every = sorted(str(r[0]) for r in con.execute("SELECT run_id FROM runs").fetchall())
     return next(r for r in every if r not in inside)
 
 
