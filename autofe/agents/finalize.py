@@ -22,7 +22,7 @@ from autofe.featurespec import FeatureSpec, Provenance
 from autofe.json_file import write_json
 from autofe.modeling.artifact import Artifact, library_versions, save_model
 from autofe.modeling.baselines import FACTS_SQL, as_facts, best_baseline, score_baselines
-from autofe.modeling.dataset import LABELLED_SQL, Dataset, as_labelled, build_dataset
+from autofe.modeling.dataset import LABELLED_SQL, Dataset, as_labelled, columns_dataset
 from autofe.modeling.evaluate import Evaluation, evaluate_holdout
 from autofe.modeling.novelty import labelled_novelty
 from autofe.modeling.splits import holdout_cut
@@ -31,7 +31,7 @@ from autofe.run_dir import RunDir
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.connect import schema_fingerprint
-from autofe.warehouse.feature_store import read_store_values
+from autofe.warehouse.feature_store import read_store_columns
 
 
 def finalize_node(ctx: LoopContext, cache: MaskedCache | None = None) -> Node:
@@ -98,8 +98,6 @@ def finalize_model(
         return {"features": 0, "model": None, "holdout": None}
     run_dir = RunDir(out_dir)
     save_catalog(run_dir.features, list(specs))
-    by_id = read_store_values(store, [k["gate"]["feature_id"] for k in kept])
-    values = {k["name"]: by_id.get(k["gate"]["feature_id"], {}) for k in kept}
     with Sandbox.open(db, limits) as sandbox:  # agrees with the tools server's open sandbox
         labelled, known = sandbox.query(LABELLED_SQL), sandbox.query(FACTS_SQL)
         if labelled.truncated or known.truncated:
@@ -107,7 +105,9 @@ def finalize_model(
         runs = as_labelled(labelled.rows)
         facts = {f.run_id: f for f in as_facts(known.rows)}
         novel = labelled_novelty(sandbox)
-    data = build_dataset(runs, values, novel=novel)
+    ids = [k["gate"]["feature_id"] for k in kept]
+    by_id = read_store_columns(store, [r[0] for r in runs], ids)
+    data = columns_dataset(runs, {k["name"]: by_id[k["gate"]["feature_id"]] for k in kept}, novel)
     cut = holdout_cut(data.submit_times, holdout)
     scored = evaluate_holdout(data, cut, seed)
     baselines = score_baselines([facts[r] for r in data.run_ids], cut, seed)

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from autofe.errors import WarehouseError, first_line
 from autofe.featurespec import FeatureSpec
@@ -147,6 +149,55 @@ def _not_stored(con: duckdb.DuckDBPyConnection, store: Path, feature_id: str) ->
     ).fetchall()
     listed = ", ".join(str(k[0]) for k in known) or "none"
     return f"feature {feature_id!r} is not materialised in {store}; stored: {listed}"
+
+
+Column = tuple[NDArray[np.float64], NDArray[np.object_] | None]
+"""One feature's values over given runs: the numbers (NaN where none), and the texts where a
+run has text instead of a number (None elsewhere), or None when no run has text."""
+
+
+def read_store_columns(
+    store: Path, run_ids: Sequence[str], feature_ids: Sequence[str]
+) -> dict[str, Column]:
+    """Stored values of ``feature_ids``, each aligned with ``run_ids`` (missing: NaN, None).
+
+    What :func:`read_store_values` returns as a dict per feature, as arrays: a million runs of
+    70 features held ~24 GB as Python dicts and tuples, and are 0.6 GB as numbers.
+
+    Raises:
+        WarehouseError: no store at ``store``, or it is no feature store.
+    """
+    if not Path(store).is_file():
+        raise WarehouseError(f"feature store {store} does not exist: materialise features first")
+    wanted = pa.table(
+        {"i": pa.array(range(len(run_ids)), pa.int64()), "run_id": pa.array(run_ids, pa.string())}
+    )
+    out: dict[str, Column] = {}
+    try:
+        with duckdb.connect(str(store), read_only=True) as con:
+            con.register("wanted", wanted)
+            for fid in feature_ids:
+                got = con.execute(
+                    "SELECT v.value, v.value_text FROM wanted AS w LEFT JOIN feature_values AS v "
+                    "ON v.run_id = w.run_id AND v.feature_id = ? ORDER BY w.i",
+                    [fid],
+                ).fetchnumpy()
+                out[fid] = _column(got["value"], got["value_text"])
+    except duckdb.Error as exc:
+        raise WarehouseError(f"cannot read feature store {store}: {first_line(exc)}") from exc
+    return out
+
+
+def _column(value: Any, text: Any) -> Column:
+    numbers = np.ma.getdata(value).astype(np.float64)
+    no_number = np.ma.getmaskarray(value)
+    numbers[no_number] = np.nan
+    has_text = no_number & ~np.ma.getmaskarray(text)
+    if not has_text.any():
+        return numbers, None
+    texts = np.full(len(numbers), None, dtype=object)
+    texts[has_text] = np.ma.getdata(text)[has_text]
+    return numbers, texts
 
 
 def read_store_values(store: Path, feature_ids: Sequence[str]) -> dict[str, dict[str, Value]]:
