@@ -1,6 +1,11 @@
 """How long ``autofe run`` takes on the shipped example with its defaults, and what it keeps.
 
-Run: ``.venv/bin/python benchmarks/cycle.py [--repeat 1] [--burners 0] [--write docs/results.md]``
+Run: ``.venv/bin/python benchmarks/cycle.py [--repeat 1] [--burners 0] [--warehouse FILE]
+[--timeout 7200] [--write docs/results.md]``
+
+``--warehouse FILE`` starts each run from that warehouse (a replica from ``autofe warehouse
+replicate``, say: the 100 k- and 1 M-run measurements of issue #29) instead of the example.
+The whole process tree's resident set is sampled (``scale.run_measured``) and its peak given.
 
 Each repetition is a fresh ``autofe run --out DIR`` subprocess into a fresh run folder (the
 example ingested, the loop, the final fit, the report), timed from the outside. ``--burners N``
@@ -17,12 +22,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from report import commit, machine, run_and_write
+from scale import run_measured
 
 AUTOFE = Path(sys.executable).with_name("autofe")
 
@@ -31,6 +36,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--burners", type=int, default=0)
+    parser.add_argument("--warehouse", type=Path, help="start from this warehouse")
+    parser.add_argument("--timeout", type=float, default=7200.0, help="per run, seconds")
     parser.add_argument("--write", type=Path)
     run_and_write("cycle", parser.parse_args(), run)
 
@@ -40,41 +47,49 @@ def run(tmp: Path, args: argparse.Namespace) -> str:
     for i in range(args.repeat):
         load = os.getloadavg()[0]
         with burning(args.burners):
-            seconds, metrics, digest = one_run(tmp / f"run{i}")
-        rows.append(row(load, seconds, metrics, digest))
+            seconds, peak, metrics, digest = one_run(tmp / f"run{i}", args)
+        rows.append(row(load, seconds, peak, metrics, digest))
+    start = f" --warehouse {args.warehouse}" if args.warehouse else ""
     lines = [
         f"Commit {commit()}. Machine: {machine()}. Command: `.venv/bin/python "
-        f"benchmarks/cycle.py --repeat {args.repeat} --burners {args.burners}`.",
+        f"benchmarks/cycle.py --repeat {args.repeat} --burners {args.burners}{start}`.",
         "",
-        "| load avg at start | wall s | rounds | stop | partial | features | holdout MAPE "
-        "| median APE | catalog sha256 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| load avg at start | wall s | peak RSS (tree) GiB | rounds | stop | partial | features "
+        "| holdout MAPE | median APE | best baseline MAPE | catalog sha256 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]
     return "\n".join(lines)
 
 
-def one_run(out: Path) -> tuple[float, dict[str, object], str]:
-    """Wall seconds of one ``autofe run --out OUT``, its metrics, its catalog's sha256."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    started = time.perf_counter()
-    subprocess.run([str(AUTOFE), "run", "--out", str(out)], check=True, env=env)
-    seconds = time.perf_counter() - started
+def one_run(out: Path, args: argparse.Namespace) -> tuple[float, int, dict[str, object], str]:
+    """Wall seconds of one ``autofe run --out OUT``, its tree's peak resident bytes, its metrics
+    and its catalog's sha256."""
+    cmd = [str(AUTOFE), "run", "--out", str(out), "--json"]
+    cmd += ["--warehouse", str(args.warehouse)] if args.warehouse else []
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # inherited by the run: no model download
+    outcome = run_measured(cmd, args.timeout)
+    if outcome.status != "ok":
+        raise SystemExit(f"autofe run {outcome.status}: {outcome.stderr[-2000:]}")
     metrics = json.loads((out / "metrics.json").read_text())
     digest = hashlib.sha256((out / "features" / "catalog.json").read_bytes()).hexdigest()
-    return seconds, metrics, digest
+    return outcome.seconds, outcome.peak_tree_rss, metrics, digest
 
 
-def row(load: float, seconds: float, metrics: dict[str, object], digest: str) -> str:
+def row(load: float, seconds: float, peak: int, metrics: dict[str, object], digest: str) -> str:
     holdout = metrics["holdout"]
     assert isinstance(holdout, dict)
     rounds = metrics["iterations"]
     assert isinstance(rounds, list)
+    baselines = metrics.get("baselines") or []
+    assert isinstance(baselines, list)
+    best = {b["name"]: b["mape"] for b in baselines}.get(str(metrics.get("best_baseline")))
     return (
-        f"| {load:.1f} | {seconds:.0f} | {len(rounds)} | {metrics['stop_reason']} | "
-        f"{str(metrics.get('partial')).lower()} | {metrics['accepted']} | "
-        f"{holdout['mape']:.2%} | {holdout['median_ape']:.2%} | {digest[:16]} |"
+        f"| {load:.1f} | {seconds:.0f} | {peak / 2**30:.2f} | {len(rounds)} | "
+        f"{metrics['stop_reason']} | {str(metrics.get('partial')).lower()} | "
+        f"{metrics['accepted']} | {holdout['mape']:.2%} | {holdout['median_ape']:.2%} | "
+        f"{'—' if best is None else f'{best:.2%}'} | {digest[:16]} |"
     )
 
 
