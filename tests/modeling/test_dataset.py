@@ -55,7 +55,7 @@ def test_stable_keeps_twelve_significant_digits() -> None:
 def test_columns_from_the_store_give_the_dict_path_s_matrix_and_encoder(
     c3o: duckdb.DuckDBPyConnection, c3o_values: FeatureValues, tmp_path: Path
 ) -> None:
-    """The final fit reads the store as columns (a million runs as dicts held ~24 GB): the
+    """The final fit reads the store as columns (as dicts, a million runs took it to 23 GiB): the
     matrix and the text encoding are the ones the per-run dicts give."""
     runs = labelled_runs(c3o)
     ids = [r[0] for r in runs]
