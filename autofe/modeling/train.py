@@ -157,11 +157,8 @@ class RuntimeModel:
     ) -> Bounds:
         """CV+ bounds in seconds, widened to hold the median where every fold model disagrees
         with the final one (CV+ bounds the fold models' predictions, not the final model's)."""
-        pairs = [
-            self.calibration.bounds(f, level, j, n)
-            for f, j, n in zip(by_fold, jobs, novel, strict=True)
-        ]
-        low, high = np.exp(np.array(pairs, dtype=np.float64).reshape(-1, 2)).T
+        pairs = self.calibration.bounds_many(by_fold, level, jobs, novel)
+        low, high = np.exp(pairs.reshape(-1, 2)).T
         return np.minimum(low, p50), np.maximum(high, p50)
 
 
