@@ -42,6 +42,11 @@ class RunDir:
         return self.root / "features.duckdb"
 
     @property
+    def spill(self) -> Path:
+        """Where the final catalog's queries on every run may spill (removed after)."""
+        return self.root / "spill"
+
+    @property
     def sample(self) -> Path:
         """The loop's warehouse when the run's history is large (see ``pipelines.run_sample``)."""
         return self.root / "sample.duckdb"

@@ -29,11 +29,12 @@ JVM) summed and sampled every 0.25 s, and the largest single process's peak: the
   (``autofe.pipelines.spark.spark_ingest``).
 - DuckDB features: what ``autofe.modeling.compute.feature_matrix`` does (``feature_values``
   per feature through the read-only sandbox, the labelled runs, ``build_dataset``) on that
-  warehouse, with the sandbox's production limits (1 GB, 2 threads; ``--duckdb-memory`` to
-  try another, reported as its own engine) except the per-query timeout
-  (``--feature-timeout``) and the row cap. A feature the sandbox refuses (memory, timeout) is
-  counted and the rest go on; each feature's time is logged as it finishes, so a stopped run
-  still says how far it got.
+  warehouse, with the sandbox's production limits for a batch (1 GB, 2 threads, spilling up
+  to ``BATCH_MAX_SPILL`` into ``SCRATCH/x<N>.spill``, as ``autofe run`` computes its final
+  catalog; ``--duckdb-memory`` to try another memory limit, reported as its own engine) except
+  the per-query timeout (``--feature-timeout``) and the row cap. A feature the sandbox refuses
+  (memory, timeout) is counted and the rest go on; each feature's time is logged as it
+  finishes, so a stopped run still says how far it got.
 - Spark features: what ``autofe features materialize --engine spark`` does after the gates:
   one ``materialize_on_spark`` call for the whole catalog (its features run together, a few
   Spark jobs, values staged as Parquet by the executors) and ``write_spark_features`` into a
@@ -189,6 +190,7 @@ def child_duckdb_features(args: argparse.Namespace) -> None:
     from autofe.feature_catalog import load_catalog
     from autofe.modeling.compute import feature_values
     from autofe.modeling.dataset import LABELLED_SQL, Value, as_labelled, build_dataset
+    from autofe.sandbox.limits import spilling
     from autofe.sandbox.session import Sandbox
 
     specs = load_catalog(args.catalog)
@@ -196,7 +198,12 @@ def child_duckdb_features(args: argparse.Namespace) -> None:
         memory_limit=args.duckdb_memory, timeout_s=args.feature_timeout, max_rows=10_000_000
     )
     values: dict[str, dict[str, Value]] = {}
-    with Sandbox.open(args.db, limits) as sandbox, args.progress.open("w") as log:
+    spill = args.db.with_suffix(".spill")
+    with (
+        spilling(limits, spill) as batch,
+        Sandbox.open(args.db, batch) as sandbox,
+        args.progress.open("w") as log,
+    ):
         for spec in specs:
             started = time.perf_counter()
             try:

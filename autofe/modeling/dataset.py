@@ -7,6 +7,7 @@ model may learn only from runs that ended before the ones it is judged on.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ class Encoder:
     """Text features as category codes learnt on training rows; unseen text becomes NaN."""
 
     vocab: Mapping[str, tuple[str, ...]]
+    """Each text feature's values, sorted (a code is a value's position)."""
 
     @classmethod
     def fit(cls, features: Sequence[str], values: FeatureValues, run_ids: Sequence[str]) -> Encoder:
@@ -42,7 +44,8 @@ class Encoder:
             return math.nan
         if isinstance(value, str):
             codes = self.vocab.get(name, ())
-            return float(codes.index(value)) if value in codes else math.nan
+            at = bisect.bisect_left(codes, value)  # sorted: a search, not a scan (51 k job ids)
+            return float(at) if at < len(codes) and codes[at] == value else math.nan
         return float(value)
 
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Literal
 
 from autofe.errors import ConfigError, ModelError
 from autofe.featurespec import FeatureSpec
-from autofe.gates import GateContext, Verdict, run_gates
+from autofe.gates import GateContext, GateSettings, Verdict, run_gates
 from autofe.gates.admit import admit, coverage, run_ids
 from autofe.pipelines.spark import (
     Refusal,
@@ -27,7 +27,7 @@ from autofe.pipelines.spark import (
     materialize_on_spark,
     write_spark_features,
 )
-from autofe.sandbox.limits import SandboxLimits
+from autofe.sandbox.limits import SandboxLimits, spilling
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.feature_store import Materialized, write_feature
 from autofe.warehouse.parquet_sample import DEFAULT_SAMPLE_RUNS, gate_sample
@@ -36,7 +36,8 @@ Engine = Literal["duckdb", "spark"]
 
 BATCH_LIMITS = SandboxLimits(timeout_s=600.0, max_rows=50_000_000)
 """A batch computes every run's value: the interactive sandbox's row and time caps would cut
-it short. Memory and threads stay the sandbox's (DuckDB shares one configuration per file)."""
+it short. Memory and threads stay the sandbox's (DuckDB shares one configuration per file);
+queries may spill into a folder beside the store (:func:`~autofe.sandbox.limits.spilling`)."""
 
 
 @dataclass(frozen=True)
@@ -116,25 +117,29 @@ _Outcome = tuple[dict[str, list[str]], list[Materialized], list[Refusal], dict[s
 def _on_duckdb(specs: Sequence[FeatureSpec], settings: MaterializeSettings) -> _Outcome:
     """Each feature admitted (gated, then computed) on the warehouse, and stored."""
     db = settings.db or Path()
-    ctx = GateContext.load(db)  # the gates keep their own limits, not the batch's
     rejected, stored, refused = {}, [], []
     started, gate_s = time.perf_counter(), 0.0
-    with Sandbox.open(db, BATCH_LIMITS) as sandbox:
-        runs = run_ids(sandbox)
-        for spec in specs:
-            try:
-                admission = admit(spec, ctx, sandbox)
-            except ModelError as exc:
-                refused.append(Refusal(spec.name, "run", str(exc)))
-                continue
-            gate_s += admission.gate_s
-            if admission.values is None:
-                rejected[spec.name] = _reasons(admission.verdict)
-                continue
-            share = coverage(admission.values, runs)
-            stored.append(
-                write_feature(settings.store, spec, list(admission.values.items()), share)
-            )
+    spill = settings.store.with_name(settings.store.name + ".spill")
+    with spilling(BATCH_LIMITS, spill) as limits:
+        # the gates keep their own time and row limits; DuckDB's settings are one per file
+        own = replace(SandboxLimits(), spill_dir=limits.spill_dir, max_spill=limits.max_spill)
+        ctx = GateContext.load(db, GateSettings(limits=own))  # before the sandbox opens the file
+        with Sandbox.open(db, limits) as sandbox:
+            runs = run_ids(sandbox)
+            for spec in specs:
+                try:
+                    admission = admit(spec, ctx, sandbox)
+                except ModelError as exc:
+                    refused.append(Refusal(spec.name, "run", str(exc)))
+                    continue
+                gate_s += admission.gate_s
+                if admission.values is None:
+                    rejected[spec.name] = _reasons(admission.verdict)
+                    continue
+                share = coverage(admission.values, runs)
+                stored.append(
+                    write_feature(settings.store, spec, list(admission.values.items()), share)
+                )
     computed = time.perf_counter() - started - gate_s
     return rejected, stored, refused, {"gates": round(gate_s, 3), "compute": round(computed, 3)}
 

@@ -25,7 +25,7 @@ from autofe.featurespec import FeatureSpec
 from autofe.gates.admit import coverage
 from autofe.modeling.compute import feature_values
 from autofe.run_dir import RunDir
-from autofe.sandbox.limits import SandboxLimits
+from autofe.sandbox.limits import SandboxLimits, spilling
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.feature_store import write_feature
 from autofe.warehouse.sample import WarehouseSample, count_runs, sample_warehouse
@@ -71,18 +71,20 @@ def refit_on_all_runs(
     """Compute ``specs`` on every run of the run's warehouse into its feature store (replacing
     the sample's values), then score and fit the final model there (:func:`finalize_model`).
 
-    A feature that cannot be computed on every run (over the sandbox's memory limit, say: the
-    loop measured it on a sample) is left out of the model rather than failing the run; the
-    result's ``unfit`` lists each with the reason.
+    Queries may spill to the run's ``spill`` folder (:func:`~autofe.sandbox.limits.spilling`):
+    a feature the loop measured on a sample can need more than the memory limit on every run.
+    A feature that still cannot be computed on every run (over the spill bound, say) is left
+    out of the model rather than failing the run; the result's ``unfit`` lists each with the
+    reason.
 
     Raises:
         WarehouseError: the warehouse or the store cannot be read or written.
     """
     run_dir = RunDir(out)
-    batch = replace(limits, timeout_s=BATCH_TIMEOUT_S, max_rows=2**62)
     started = time.perf_counter()
     unfit: list[dict[str, str]] = []
-    with Sandbox.open(run_dir.warehouse, batch) as sandbox:
+    whole = replace(limits, timeout_s=BATCH_TIMEOUT_S, max_rows=2**62)
+    with spilling(whole, run_dir.spill) as batch, Sandbox.open(run_dir.warehouse, batch) as sandbox:
         every = {str(r[0]) for r in sandbox.query("SELECT run_id FROM runs").rows}
         for spec in specs:
             try:
@@ -103,7 +105,7 @@ def refit_on_all_runs(
         [s for s in specs if s.name not in left_out],
         out,
         holdout,
-        limits=batch,
+        limits=whole,
     )
     log.info("final catalog on all %d runs in %.0f s", len(every), computed)
     return {**final, "all_runs_seconds": round(computed, 1), "unfit": unfit}

@@ -93,9 +93,10 @@ def lockdown_settings(limits: SandboxLimits) -> tuple[tuple[str, str], ...]:
     ['enable_external_access', 'lock_configuration']
     """
     return (
-        # Stops spilling to disk: a query over the memory limit fails instead of writing files.
-        ("temp_directory", ""),
-        ("max_temp_directory_size", "0B"),
+        # Stops spilling to disk: a query over the memory limit fails instead of writing files
+        # (a batch may allow a bounded folder of its own, SandboxLimits.spill_dir).
+        ("temp_directory", limits.spill_dir),
+        ("max_temp_directory_size", limits.max_spill if limits.spill_dir else "0B"),
         # Stops one query from taking the machine.
         ("memory_limit", limits.memory_limit),
         ("threads", str(limits.threads)),

@@ -248,6 +248,7 @@ def test_features_materialize_on_duckdb_stores_what_compute_values_gives(
     report = json.loads(result.stdout)
     assert report["gated_on"] == "warehouse" and not report["rejected"]
     assert len(report["stored"]) == len(specs)
+    assert not (tmp_path / "features.duckdb.spill").exists()  # the batch's spill folder went
     with Sandbox.open(example_warehouse) as sandbox:
         expected = compute_values(sandbox, specs)
     for spec in specs:

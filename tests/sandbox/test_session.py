@@ -12,7 +12,7 @@ import pytest
 from sandbox_warehouse import FAST, RUNS, build_warehouse
 
 from autofe.errors import ConfigError, SandboxViolation, WarehouseError
-from autofe.sandbox.limits import SandboxLimits
+from autofe.sandbox.limits import BATCH_MAX_SPILL, SandboxLimits, spilling
 from autofe.sandbox.session import QueryError, Sandbox, lock_down
 from autofe.warehouse.catalog import code_catalog
 
@@ -91,6 +91,35 @@ def test_the_memory_limit_stops_a_query(box: Sandbox) -> None:
     with pytest.raises(SandboxViolation, match="256MB memory limit"):
         box.query("SELECT list(i) FROM range(1000000000) AS t(i)")
     assert box.query("SELECT count(*) FROM runs").rows == [(RUNS,)]
+
+
+WINDOW_OVER_6M = (
+    "SELECT count(*), max(r) FROM (SELECT row_number() OVER "
+    "(PARTITION BY i % 1000 ORDER BY hash(i)) AS r FROM range(6000000) AS t(i))"
+)
+"""A window that needs more than 64 MB at once (a history feature over a million runs, small)."""
+
+
+def test_a_batch_may_spill_into_its_own_folder_and_the_folder_goes(
+    db: Path, tmp_path: Path
+) -> None:
+    small = SandboxLimits(memory_limit="64MB", threads=2, timeout_s=60.0)
+    with Sandbox.open(db, small) as box, pytest.raises(SandboxViolation, match="memory limit"):
+        box.query(WINDOW_OVER_6M)
+    folder = tmp_path / "spill"
+    with spilling(small, folder) as batch:
+        assert batch.spill_dir == str(folder) and batch.max_spill == BATCH_MAX_SPILL
+        with Sandbox.open(db, batch) as box:
+            assert box.query(WINDOW_OVER_6M).rows == [(6_000_000, 6_000)]
+            settings = dict(
+                box._con.execute("SELECT name, value FROM duckdb_settings()").fetchall()
+            )
+            assert settings["enable_external_access"] == "false"
+            assert settings["temp_directory"] == str(folder)
+            # DuckDB lets a query read its own temp folder; the guard refuses file functions
+            with pytest.raises(SandboxViolation, match="read_text"):
+                box.query(f"SELECT * FROM read_text('{folder}/*')")
+    assert not folder.exists()
 
 
 def test_the_warehouse_is_opened_locked_down(box: Sandbox) -> None:
