@@ -16,5 +16,5 @@ def test_every_name_is_distinct_and_inside_the_root(tmp_path: Path) -> None:
     run = RunDir(tmp_path)
     names = [n for n in dir(RunDir) if isinstance(getattr(RunDir, n), property)]
     paths = [getattr(run, n) for n in names]
-    assert len(set(paths)) == len(paths) == 12
+    assert len(set(paths)) == len(paths) == 13
     assert all(p.parent == tmp_path for p in paths)
