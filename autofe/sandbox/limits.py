@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from autofe.errors import ConfigError
+
 BATCH_MAX_SPILL = "16GB"
 """The most one batch query may spill (:func:`spilling`). At 1 M runs the four features of the
 example's catalogs that need more than 1 GB spilled 0.2 to 2.3 GB each (``docs/results.md``)."""
@@ -37,9 +39,12 @@ def spilling(limits: SandboxLimits, folder: Path) -> Iterator[SandboxLimits]:
     features' windows need more than the memory limit at once and would otherwise be left out.
 
     Raises:
-        OSError: ``folder`` cannot be made.
+        ConfigError: ``folder`` cannot be made.
     """
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot make the spill folder {folder}: {exc.strerror or exc}") from exc
     try:
         yield replace(limits, spill_dir=str(folder), max_spill=BATCH_MAX_SPILL)
     finally:

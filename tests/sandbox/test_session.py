@@ -122,6 +122,15 @@ def test_a_batch_may_spill_into_its_own_folder_and_the_folder_goes(
     assert not folder.exists()
 
 
+def test_a_spill_folder_that_cannot_be_made_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("a file, not a folder")
+    with (
+        pytest.raises(ConfigError, match=r"cannot make the spill folder .*taken/spill"),
+        spilling(SandboxLimits(), tmp_path / "taken" / "spill"),
+    ):
+        pass
+
+
 def test_the_warehouse_is_opened_locked_down(box: Sandbox) -> None:
     con = box._con  # read the settings directly: the guards refuse current_setting
     settings = dict(con.execute("SELECT name, value FROM duckdb_settings()").fetchall())
