@@ -70,8 +70,8 @@ def shifted_order_statistic(
     :func:`conformal_quantile` returns for that row's CV+ values, exactly (adding a constant
     keeps a sorted array sorted in floating point too).
 
-    A holdout of 200 k runs on a pool of 800 k residuals made a selection over the pool per
-    row, 200 k times per level and side: the million-run fit spent over half an hour there.
+    A holdout of 200 k runs on a pool of hundreds of thousands of residuals made a selection
+    over the pool per row, 200 k times per level and side, in the million-run final fit.
     Here each row's answer is the smallest element of some fold's array whose count of values
     at or below it reaches ``rank``: a binary search per fold over its indexes, all rows at
     once, each count a few ``searchsorted`` calls.

@@ -157,8 +157,7 @@ class RuntimeModel:
     ) -> Bounds:
         """CV+ bounds in seconds, widened to hold the median where every fold model disagrees
         with the final one (CV+ bounds the fold models' predictions, not the final model's)."""
-        pairs = self.calibration.bounds_many(by_fold, level, jobs, novel)
-        low, high = np.exp(pairs.reshape(-1, 2)).T
+        low, high = np.exp(self.calibration.bounds_many(by_fold, level, jobs, novel)).T
         return np.minimum(low, p50), np.maximum(high, p50)
 
 
