@@ -40,9 +40,10 @@ test-lab: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow tests/lab
 
 # the Spark engine on real Spark: parity with DuckDB on local[2] (ingest counts, every feature of
-# the example run, each translation rule) and a standalone master + worker started by the test
+# the example run, each translation rule, every knowledge-base recipe with an ASOF join) and a
+# standalone master + worker started by the test
 test-spark: $(BIN)/.installed
-	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_spark.py tests/pipelines/test_spark_standalone.py tests/pipelines/test_spark_driver_lost.py
+	$(BIN)/python -m pytest -q -m slow tests/pipelines/test_spark.py tests/pipelines/test_spark_asof.py tests/pipelines/test_spark_standalone.py tests/pipelines/test_spark_driver_lost.py
 
 # the retraining triggers end to end: the example workspace replayed through the API, with and
 # without a job slowed 3x (two nights, about five minutes on two cores): CI runs it
