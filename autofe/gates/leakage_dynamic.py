@@ -15,10 +15,9 @@ checked in the same world for free.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +30,7 @@ from autofe.featurespec import FeatureSpec
 from autofe.gates.codes import Leakage
 from autofe.gates.completeness import same_value
 from autofe.gates.context import GateContext, GateSettings, Reason
+from autofe.gates.cost import SECONDS_PER_ROW
 from autofe.gates.world import (
     BASELINE,
     FILE,
@@ -44,6 +44,7 @@ from autofe.gates.world import (
 from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
 from autofe.sandbox.rewrite import referenced_tables, restricted
 from autofe.sandbox.session import QueryError, Sandbox
+from autofe.sandbox.work import plan_work
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,18 @@ DIALECT = "duckdb"
 MAX_RUNS_PER_CUTOFF = 50
 """Runs sharing a cutoff are checked together; a cap keeps a bulk-submitted batch cheap."""
 WORLD_BUDGET_S = 0.6
-"""Time for recomputing the feature in worlds. With the fixed cost (~0.15 s) the check stays
-under 1 s per feature on a 10 000-run warehouse; a feature slow enough that even the first
-worlds overrun it (a self-join over every run pair) is checked in fewer worlds."""
+"""Reference-machine time for recomputing the feature in worlds. With the fixed cost (~0.15 s)
+the check stays under 1 s per feature on a 10 000-run warehouse; a feature slow enough that
+even the first worlds overrun it (a self-join over every run pair) is checked in fewer worlds."""
+WORLD_BUDGET_ROWS = round(WORLD_BUDGET_S / SECONDS_PER_ROW)
+"""The budget as work (rows, :func:`~autofe.sandbox.work.plan_work`), so which worlds a feature
+is checked in is the same on a fast, a slow or a loaded machine; a clock would let a leak seen
+only in a later world pass on a slow one."""
 MIN_WORLDS = 2
 """Worlds checked whatever they cost: a slow feature is not a reason to skip the check."""
+THREADS = 1
+"""The worlds' sandbox runs on one thread: an operator under a ``LIMIT`` reads as many rows as
+the threads reach first, which would make the work count, and so the worlds, vary."""
 
 Values = dict[str, tuple[Any, ...]]
 """A feature's values per run id (several if it repeats the run id; none if it omits it)."""
@@ -154,7 +162,8 @@ def check_dynamic_leakage(spec: FeatureSpec, ctx: GateContext) -> list[Reason]:
             return []
         worlds = build_worlds(con, ctx.catalog, list(cutoffs), tables)
         catalog = world_catalog(ctx.catalog, [BASELINE, *worlds], tables)
-        with Sandbox.wrap(con, catalog, ctx.settings.limits) as box:
+        limits = replace(ctx.settings.limits, threads=THREADS)
+        with Sandbox.wrap(con, catalog, limits) as box:
             return _compare(box, tree, tables, worlds, cutoffs)
 
 
@@ -172,7 +181,10 @@ def _compare(
     original = _try_values(box, baseline)
     if original is None:
         return []
-    reasons = _perturb(box, tree, tables, worlds, cutoffs, original)
+    checked = world_order(worlds)[: worlds_within_budget(_work(box, baseline))]
+    if len(checked) < len(worlds):
+        log.info("dynamic leakage: %d of %d worlds within budget", len(checked), len(worlds))
+    reasons = _perturb(box, tree, tables, checked, cutoffs, original)
     return reasons if not reasons or _stable(box, baseline, original) else []
 
 
@@ -313,7 +325,7 @@ def same_values(a: Sequence[Any], b: Sequence[Any]) -> bool:
 def world_order(worlds: Sequence[World]) -> list[World]:
     """Altered worlds of every cutoff first, then the deleted ones (cutoffs most telling first).
 
-    Altering catches most leaks (any use of a hidden value); when the time budget cuts the
+    Altering catches most leaks (any use of a hidden value); when the work budget cuts the
     list short, the most telling targets have had that test.
     """
     rank = {w.prefix: i for i, w in enumerate(worlds)}
@@ -328,19 +340,37 @@ def _perturb(
     cutoffs: dict[datetime, list[str]],
     original: Values,
 ) -> list[Reason]:
-    """One reason per cutoff whose runs change value in one of its worlds, within the budget."""
+    """One reason per cutoff whose runs change value in one of ``worlds`` (checked in order)."""
     reasons: dict[datetime, Reason] = {}
-    ordered = world_order(worlds)
-    deadline = time.monotonic() + WORLD_BUDGET_S
-    for done, world in enumerate(ordered):
-        if done >= MIN_WORLDS and time.monotonic() > deadline:
-            log.info("dynamic leakage: %d of %d worlds within budget", done, len(ordered))
-            break
+    for world in worlds:
         if world.cutoff not in reasons:
             found = _check_world(box, tree, tables, world, cutoffs[world.cutoff], original)
             if found is not None:
                 reasons[world.cutoff] = found
     return [reasons[c] for c in cutoffs if c in reasons]
+
+
+def worlds_within_budget(work: int) -> int:
+    """How many worlds a feature doing ``work`` rows per evaluation is checked in.
+
+    A world holds no more rows than the baseline (it alters or deletes facts), so the
+    baseline's work bounds each world's.
+
+    >>> worlds_within_budget(1_000), worlds_within_budget(WORLD_BUDGET_ROWS // 3)
+    (12000, 3)
+    >>> worlds_within_budget(10 * WORLD_BUDGET_ROWS)
+    2
+    """
+    return max(MIN_WORLDS, WORLD_BUDGET_ROWS // max(work, 1))
+
+
+def _work(box: Sandbox, sql: str) -> int:
+    """The baseline's work in rows; past the budget (the fewest worlds) if it cannot be profiled."""
+    try:
+        return plan_work(box.profile(sql))
+    except (QueryError, SandboxViolation) as exc:
+        log.debug("dynamic leakage: baseline not profiled: %s", exc)
+        return WORLD_BUDGET_ROWS + 1
 
 
 def _check_world(

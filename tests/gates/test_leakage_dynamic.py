@@ -10,6 +10,7 @@ that down so the targets tested below keep meaning what they say.
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -442,3 +443,68 @@ def test_a_snapshot_after_submission_changes(snapshot_at_submit_ctx: GateContext
     reasons = check_dynamic_leakage(late, snapshot_at_submit_ctx)
     assert reasons and {r.code for r in reasons} == {Leakage.PERTURBATION}
     assert any("later snapshots" in r.message for r in reasons)
+
+
+def _worlds_checked(
+    monkeypatch: pytest.MonkeyPatch, sql: str, ctx: GateContext, delay_s: float = 0.0
+) -> tuple[list[tuple[str, bool]], list[str]]:
+    """The worlds the check recomputed ``sql`` in (prefix, altered), and its reasons."""
+    import autofe.gates.leakage_dynamic as dynamic
+
+    seen: list[tuple[str, bool]] = []
+    check_world = dynamic._check_world
+    query = Sandbox.query
+
+    def spy(box: Sandbox, tree: exp.Query, tables: set[str], world: World, *rest: Any) -> Any:
+        seen.append((world.prefix, world.variant is Variant.ALTER))
+        return check_world(box, tree, tables, world, *rest)
+
+    def slow_query(box: Sandbox, sql: str, limit: int | None = None) -> Any:
+        time.sleep(delay_s)
+        return query(box, sql, limit)
+
+    with monkeypatch.context() as m:
+        m.setattr(dynamic, "_check_world", spy)
+        m.setattr(Sandbox, "query", slow_query)
+        reasons = check_dynamic_leakage(spec(sql), ctx)
+    return seen, [r.message for r in reasons]
+
+
+def test_a_cheap_feature_is_checked_in_every_world(
+    monkeypatch: pytest.MonkeyPatch, ctx: GateContext
+) -> None:
+    seen, _ = _worlds_checked(monkeypatch, CLEAN["hour_of_submit"], ctx)
+    con = open_scratch(ctx.db)
+    try:
+        cutoffs = pick_cutoffs(con, ctx.settings)
+    finally:
+        con.close()
+    assert len(seen) == 2 * len(cutoffs) == len(set(seen))  # altered and deleted, each once
+
+
+def test_the_worlds_checked_are_the_same_on_a_slow_machine(
+    monkeypatch: pytest.MonkeyPatch, ctx: GateContext
+) -> None:
+    """A clock budget checked fewer worlds when each query was slow; the work budget does not."""
+    import autofe.gates.leakage_dynamic as dynamic
+
+    sql = CLEAN["hour_of_submit"]
+    fast = _worlds_checked(monkeypatch, sql, ctx)
+    slow = _worlds_checked(monkeypatch, sql, ctx, delay_s=dynamic.WORLD_BUDGET_S / 4)
+    assert slow == fast and len(fast[0]) > 4
+    leaky = LEAKY["lag_over_tied_submits"]
+    assert _worlds_checked(monkeypatch, leaky, ctx, delay_s=0.2) == _worlds_checked(
+        monkeypatch, leaky, ctx
+    )
+
+
+def test_a_feature_over_the_work_budget_is_checked_in_the_fewest_worlds(
+    monkeypatch: pytest.MonkeyPatch, ctx: GateContext
+) -> None:
+    import autofe.gates.leakage_dynamic as dynamic
+
+    monkeypatch.setattr(dynamic, "WORLD_BUDGET_ROWS", 1)
+    seen, reasons = _worlds_checked(monkeypatch, LEAKY["lag_over_tied_submits"], ctx)
+    assert len(seen) == dynamic.MIN_WORLDS
+    assert all(altered for _, altered in seen)  # the most telling test first
+    assert reasons  # and it still catches the tied twin
