@@ -54,9 +54,8 @@ DIALECT = "duckdb"
 MAX_RUNS_PER_CUTOFF = 50
 """Runs sharing a cutoff are checked together; a cap keeps a bulk-submitted batch cheap."""
 WORLD_BUDGET_S = 0.6
-"""Reference-machine time for recomputing the feature in worlds. With the fixed cost (~0.15 s)
-the check stays under 1 s per feature on a 10 000-run warehouse; a feature slow enough that
-even the first worlds overrun it (a self-join over every run pair) is checked in fewer worlds."""
+"""Reference-machine time for recomputing the feature in worlds; a feature whose work overruns
+it (a self-join over every run pair) is checked in fewer worlds."""
 WORLD_BUDGET_ROWS = round(WORLD_BUDGET_S / SECONDS_PER_ROW)
 """The budget as work (rows, :func:`~autofe.sandbox.work.plan_work`), so which worlds a feature
 is checked in is the same on a fast, a slow or a loaded machine; a clock would let a leak seen
@@ -353,8 +352,8 @@ def _perturb(
 def worlds_within_budget(work: int) -> int:
     """How many worlds a feature doing ``work`` rows per evaluation is checked in.
 
-    A world holds no more rows than the baseline (it alters or deletes facts), so the
-    baseline's work bounds each world's.
+    The baseline's work stands for each world's: a world alters or deletes facts, it adds
+    no rows.
 
     >>> worlds_within_budget(1_000), worlds_within_budget(WORLD_BUDGET_ROWS // 3)
     (12000, 3)
