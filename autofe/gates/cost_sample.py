@@ -21,7 +21,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -29,6 +29,7 @@ import duckdb
 from autofe.errors import WarehouseError, first_line
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
+from autofe.sandbox.work import counting
 from autofe.warehouse.catalog import WarehouseCatalog
 
 _FILE = "_cost_source"
@@ -126,8 +127,7 @@ def _build(
     cap: int,
     limits: SandboxLimits,
 ) -> Samples:
-    # One thread: operators under a LIMIT read as many rows as the threads reach first.
-    one_thread = replace(limits, threads=1)
+    one_thread = counting(limits)
     try:
         with duckdb.connect(":memory:") as con:
             con.execute(f"ATTACH '{_escaped(db)}' AS {_FILE} (READ_ONLY)")

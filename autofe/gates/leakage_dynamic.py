@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -44,7 +44,7 @@ from autofe.gates.world import (
 from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
 from autofe.sandbox.rewrite import referenced_tables, restricted
 from autofe.sandbox.session import QueryError, Sandbox
-from autofe.sandbox.work import plan_work
+from autofe.sandbox.work import counting, plan_work
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +62,6 @@ is checked in is the same on a fast, a slow or a loaded machine; a clock would l
 only in a later world pass on a slow one."""
 MIN_WORLDS = 2
 """Worlds checked whatever they cost: a slow feature is not a reason to skip the check."""
-THREADS = 1
-"""The worlds' sandbox runs on one thread: an operator under a ``LIMIT`` reads as many rows as
-the threads reach first, which would make the work count, and so the worlds, vary."""
 
 Values = dict[str, tuple[Any, ...]]
 """A feature's values per run id (several if it repeats the run id; none if it omits it)."""
@@ -161,8 +158,7 @@ def check_dynamic_leakage(spec: FeatureSpec, ctx: GateContext) -> list[Reason]:
             return []
         worlds = build_worlds(con, ctx.catalog, list(cutoffs), tables)
         catalog = world_catalog(ctx.catalog, [BASELINE, *worlds], tables)
-        limits = replace(ctx.settings.limits, threads=THREADS)
-        with Sandbox.wrap(con, catalog, limits) as box:
+        with Sandbox.wrap(con, catalog, counting(ctx.settings.limits)) as box:
             return _compare(box, tree, tables, worlds, cutoffs)
 
 

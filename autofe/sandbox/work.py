@@ -9,11 +9,23 @@ machine (a time budget there would not be).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
+
+from autofe.sandbox.limits import SandboxLimits
 
 PAIRWISE = frozenset({"NESTED_LOOP_JOIN", "BLOCKWISE_NL_JOIN", "CROSS_PRODUCT"})
 """Joins that compare every left row with every right row: their work is the product of their
 inputs, however few pairs they keep (a hash join's is its inputs and output)."""
+
+
+def counting(limits: SandboxLimits) -> SandboxLimits:
+    """``limits`` on one thread, for queries whose work is counted.
+
+    Under several threads an operator under a ``LIMIT`` reads as many rows as the threads
+    reach first, so the count would vary from run to run.
+    """
+    return replace(limits, threads=1)
 
 
 def _operators(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
