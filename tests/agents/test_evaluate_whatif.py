@@ -170,3 +170,23 @@ def test_a_feature_failing_on_a_masked_copy_leaves_the_round_to_cv(
     assert math.isnan(result.whatif_mape) and result.feedback["whatif"]["folds"] == 0
     assert "no what-if score this round: feature fragile cannot be computed" in caplog.text
     assert "input_mb_per_core" in [k["name"] for k in result.kept]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_features_no_held_out_outcome_changes_are_not_the_what_if_rules_to_drop(
+    tmp_path: Path, seed: int
+) -> None:
+    """A best-so-far what-if score no set can reach (0.0): the history feature is still dropped
+    on the what-if score, but the input per core, whose values no held-out outcome changes,
+    is kept, on the CV rule alone. Before, the rule dropped it too, so the round kept nothing."""
+    db, store, features = workspace_at(tmp_path, seed)
+    result = evaluate_round(db, store, [], features, 0, None, EvalSettings(), best_whatif=0.0)
+    assert [k["name"] for k in result.kept] == ["input_mb_per_core"]
+    (drop,) = result.dropped
+    assert (drop["name"], drop["stage"]) == ("last_duration_s", "whatif")
+    assert drop["reason"].startswith("what-if MAPE") and "best so far 0.0000" in drop["reason"]
+    alone = evaluate_round(
+        db, store, [], [accepted(PER_CORE_SPEC)], 0, None, EvalSettings(), best_whatif=0.0
+    )
+    assert [k["name"] for k in alone.kept] == ["input_mb_per_core"] and alone.dropped == []
+    assert alone.whatif_mape > 0.0
