@@ -101,11 +101,12 @@ class LoopSettings:
     min_proposals: int = 0
     """Keep iterating until this many candidates were proposed, even with targets met."""
     sample_runs: int = 10_000
-    """Above this many runs, the loop scores candidates on a time-stratified sample of whole
-    jobs of about this many runs; the final catalog is then computed, scored and fitted on
-    every run (:mod:`autofe.pipelines.run_sample`). Twenty times the example: on a 100 000-run
-    history a sample of 20 083 runs took 20 min of rounds and pruning on 2 cores beside other
-    work (load 4 to 9), the whole run 30 min; the rounds' cost is about linear in the sample."""
+    """Above this many runs, the loop scores candidates on a sample of whole jobs of about this
+    many runs, stratified by first submission and by the code each job runs; the final catalog
+    is then computed, scored and fitted on every run (:mod:`autofe.pipelines.run_sample`).
+    Twenty times the example: on a 100 000-run history a sample of 20 083 runs took 20 min of
+    rounds and pruning on 2 cores beside other work (load 4 to 9), the whole run 30 min; the
+    rounds' cost is about linear in the sample."""
     feature_budget_seconds: float = GateSettings.feature_budget_s
     """The cost gate's budget: a feature's projected time on a history ``cost_horizon`` times
     the workspace's (:mod:`autofe.gates.cost`)."""

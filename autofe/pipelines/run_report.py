@@ -103,8 +103,9 @@ def sample_sentences(sample: Mapping[str, Any] | None) -> list[str]:
     return [
         f"<p>The rounds scored candidates on a sample of {sample['runs']:,} of the "
         f"{sample['of_runs']:,} runs: {sample['jobs']:,} of {sample['of_jobs']:,} jobs, each "
-        f"whole, drawn from {sample['strata']} groups by first submission so the sample spans "
-        "the history. The final features were then computed on every run; the holdout, the "
+        f"whole, drawn evenly from {sample['strata']} groups by first submission and, within "
+        "each, by the code the jobs run, so the sample spans the history and holds every kind "
+        "of job in its share. The final features were then computed on every run; the holdout, the "
         "baselines and the model are the whole history's.</p>"
     ]
 

@@ -2,10 +2,10 @@
 
 Scoring ~70 candidates a round on every run of a million-run warehouse would take hours per
 round. Above ``LoopSettings.sample_runs`` runs, the loop (gates, rounds, pruning) works on a
-time-stratified sample of whole jobs (:mod:`autofe.warehouse.sample`) of about that many runs;
-then the kept catalog is computed on every run of the warehouse and the final model is scored
-on the warehouse's own holdout and fitted on all its labelled runs, so what ships is judged on
-the whole history, as a run without sampling is.
+sample of whole jobs, stratified by time and by the code they run (:mod:`autofe.warehouse.sample`),
+of about that many runs; then the kept catalog is computed on every run of the warehouse and the
+final model is scored on the warehouse's own holdout and fitted on all its labelled runs, so
+what ships is judged on the whole history, as a run without sampling is.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The loop's sample of a large warehouse, on the shipped example: whole jobs, spread over
-the history, the same every time, and nothing lost on bad input."""
+the history and over the code jobs run, the same every time, and nothing lost on bad input."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from autofe.errors import ConfigError
+from autofe.warehouse.replicate import replicate_warehouse
 from autofe.warehouse.sample import STRATA, count_runs, sample_warehouse
 
 
@@ -31,7 +32,8 @@ def test_sample_holds_whole_jobs(sampled: Path, example_warehouse: Path) -> None
     per_job = dict(_rows(sampled, "SELECT job_id, count(*) FROM runs GROUP BY 1"))
     full = dict(_rows(example_warehouse, "SELECT job_id, count(*) FROM runs GROUP BY 1"))
     assert per_job and all(full[j] == n for j, n in per_job.items())
-    assert 200 <= sum(per_job.values()) < 490
+    # about the runs asked for: a step of the systematic pick is 490 / 200 jobs' worth
+    assert abs(sum(per_job.values()) - 200) <= max(full.values())
 
 
 def test_sample_spans_the_history(sampled: Path, example_warehouse: Path) -> None:
@@ -72,3 +74,26 @@ def test_bad_input_is_refused_and_loses_nothing(example_warehouse: Path, tmp_pat
     with pytest.raises(ConfigError, match="already exists"):
         sample_warehouse(example_warehouse, out, 200)
     assert out.read_bytes() == b"kept"
+
+
+def test_every_family_of_jobs_gets_its_share(example_warehouse: Path, tmp_path: Path) -> None:
+    """Four teams run the example's 25 jobs (the same scripts, their own job ids). A sample of
+    a quarter of the runs takes each script once, whichever team's copy: the loop then weighs
+    every kind of job as the workspace does. Jobs picked in hash order, as before, gave some
+    scripts two or three copies and others none."""
+    four = tmp_path / "x4.duckdb"
+    replicate_warehouse(example_warehouse, four, 4)
+    out = tmp_path / "s.duckdb"
+    sample = sample_warehouse(four, out, 490)
+    assert (sample.of_runs, sample.of_jobs, sample.jobs) == (4 * 490, 100, 25)
+    per_code = _rows(
+        out,
+        "SELECT coalesce(script_path, md5(script_text)), count(*) FROM jobs "
+        "WHERE job_id IN (SELECT job_id FROM runs) GROUP BY 1",
+    )
+    codes = _rows(
+        example_warehouse,
+        "SELECT count(DISTINCT coalesce(script_path, md5(script_text))) FROM jobs",
+    )[0][0]
+    assert len(per_code) == codes == 25 and {n for _, n in per_code} == {1}
+    assert sample.runs == 490
