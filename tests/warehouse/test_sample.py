@@ -79,8 +79,8 @@ def test_bad_input_is_refused_and_loses_nothing(example_warehouse: Path, tmp_pat
 def test_every_family_of_jobs_gets_its_share(example_warehouse: Path, tmp_path: Path) -> None:
     """Four teams run the example's 25 jobs (the same scripts, their own job ids). A sample of
     a quarter of the runs takes each script once, whichever team's copy: the loop then weighs
-    every kind of job as the workspace does. Jobs picked in hash order, as before, gave some
-    scripts two or three copies and others none."""
+    every kind of job as the workspace does. Jobs picked in hash order, as before, took 32
+    jobs here."""
     four = tmp_path / "x4.duckdb"
     replicate_warehouse(example_warehouse, four, 4)
     out = tmp_path / "s.duckdb"
