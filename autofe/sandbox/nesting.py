@@ -1,7 +1,8 @@
 """How deeply nested a statement may be: the one depth check every parser of feature SQL shares.
 
 sqlglot parses parentheses, calls, ``CASE`` and subqueries recursively, so about 50 levels of
-them exhaust Python's stack inside the parser. Chains of casts, ``AND`` or arithmetic it parses
+them exhaust Python's stack inside its pure-Python parser, and about 500 inside the compiled one
+(``sqlglotc``, which autofe installs). Chains of casts, ``AND`` or arithmetic it parses
 in a loop, leaving trees as deep as the chain is long that the recursive walks after it (sqlglot's
 SQL generator, the leakage gate's conjunct split) cannot follow: ``1::INT`` cast 400 times parses,
 yet printing it back overflows the stack, and a ``WHERE`` of 1 000 ``AND``-ed conditions

@@ -54,14 +54,15 @@ def check_rewritable(tree: exp.Query, sql: str) -> None:
     The gates and predictions run :func:`restricted` rewrites, rendered by sqlglot and parsed
     again by the sandbox guard. A chain of casts ``x::DOUBLE::DOUBLE`` parses in a loop but
     renders as nested ``CAST(CAST(x AS DOUBLE) AS DOUBLE)`` calls, which the parser follows
-    recursively: with 60 casts the feature itself parses, its rewrite does not, and the dynamic
-    leakage check could not run it in any world.
+    recursively and which are three levels deeper: with 95 casts the feature itself is 98 levels
+    deep, its rewrite 101, more than :data:`~autofe.sandbox.nesting.MAX_DEPTH`, and the dynamic
+    leakage check could not run it in any world (the pure-Python parser already failed at 60).
 
     Raises:
         NestedTooDeeply: the rewrite is nested too deeply to check.
 
     >>> check_rewritable(sqlglot.parse_one("SELECT run_id, 1::INT::INT AS value FROM runs"), "")
-    >>> sql = "SELECT run_id, 1" + "::INT" * 60 + " AS value FROM runs"
+    >>> sql = "SELECT run_id, 1" + "::INT" * 95 + " AS value FROM runs"
     >>> check_rewritable(sqlglot.parse_one(sql), sql)
     Traceback (most recent call last):
     autofe.sandbox.nesting.NestedTooDeeply: refused: statement nested too deeply to check

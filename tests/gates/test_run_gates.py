@@ -124,9 +124,12 @@ DEEP_PARENS = "SELECT run_id, " + "(" * 5000 + "1" + ")" * 5000 + " AS value FRO
 """Deeper than sqlglot's recursive parser can follow (it runs out of Python's stack)."""
 DEEP_CASTS = "SELECT run_id, 1" + "::DOUBLE" * 400 + " AS value FROM runs"
 """Parsed in a loop into a 403-level tree that printing it back (the dynamic check) overflows."""
-CAST_CHAIN = "SELECT run_id, hour(submit_time)" + "::DOUBLE" * 60 + " AS value FROM runs"
-"""Parses, but its rewrites for the worlds render 60 nested CAST() calls that do not parse back:
-on d2aa5f7 it was accepted with the dynamic check refused in every world (fail-open)."""
+CAST_CHAIN = "SELECT run_id, hour(submit_time)" + "::DOUBLE" * 95 + " AS value FROM runs"
+"""Parses (100 levels), but its rewrites for the worlds render 95 nested CAST() calls, 103 levels
+that the guard would refuse: on d2aa5f7 a 60-cast chain, whose rewrite the pure-Python parser could
+not follow, was accepted with the dynamic check refused in every world (fail-open)."""
+SHORTER_CAST_CHAIN = "SELECT run_id, hour(submit_time)" + "::DOUBLE" * 60 + " AS value FROM runs"
+"""Its rewrites render 60 nested CAST() calls, which the compiled parser (sqlglotc) follows."""
 DEEP_WHERE = "SELECT run_id, 1.0 AS value FROM runs WHERE " + " AND ".join(["job_id <> 'x'"] * 1000)
 """A 1 004-level ``AND`` chain: the static check splits its conjuncts recursively."""
 
@@ -155,6 +158,17 @@ def test_sql_nested_too_deeply_is_rejected_by_the_parse_and_walked_by_no_gate(
         {"gate": "completeness", "code": "parse_error", "message": reason}
         | {"span": None, "column": None}
     ]
+
+
+def test_a_cast_chain_whose_rewrites_parse_back_is_checked_in_every_world(
+    ctx: GateContext, executed: list[str]
+) -> None:
+    verdict = run_gates(spec(SHORTER_CAST_CHAIN), ctx)  # d2aa5f7: no world could run it
+    assert verdict.accepted, [r.message for r in verdict.reasons]
+    assert verdict.skipped == {}
+    worlds = [sql for sql in executed if "w0a_runs" in sql]
+    assert worlds, "the dynamic check ran in no world"
+    assert all(sql.count("CAST(") == 60 for sql in worlds)  # the whole chain, in every world
 
 
 def test_the_leakage_checks_alone_pass_over_sql_nested_too_deeply(ctx: GateContext) -> None:
