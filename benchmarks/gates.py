@@ -133,12 +133,15 @@ def report_markdown(timings: list[Timing], runs: int) -> str:
 
 def example_markdown(timings: list[Timing], runs: int) -> str:
     passed = sum(t.verdict.accepted for t in timings)
+    other = sum(not t.as_expected for t in timings)
     return _table(
         timings,
         "--example",
         f"Warehouse: the example workspace ingested ({runs:,} runs). Features: the "
         f"{len(timings)} of `tests/fixtures/catalogs/ex8`, every feature the gates admitted in "
-        f"one full `autofe run` on it; {passed} passed every gate again.",
+        f"one full `autofe run` on it (before the cost gate existed); {passed} passed every "
+        f"gate again, the cost gate refused {sum(t.cost_refused for t in timings)} for their "
+        f"growth, another gate {other}.",
     )
 
 
