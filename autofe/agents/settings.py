@@ -68,6 +68,11 @@ class EvalSettings:
     whatif_tolerance: float = 0.01
     """What-if MAPE (configurations held out, :mod:`autofe.agents.whatif`) a round may add
     and still count as no worse; ``math.inf`` turns the what-if score off."""
+    whatif_noise_z: float = 1.0
+    """Standard errors of the what-if difference (paired, runs clustered by job) a set may
+    also exceed the limit by, so the rule drops features for harm, not for the score's noise:
+    the one-standard-error rule of model selection (Hastie, Tibshirani and Friedman, *The
+    Elements of Statistical Learning*, 7.10). 0 compares the point estimates alone."""
     seed: int = 0
     limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(timeout_s=LOOP_TIMEOUT_S))
     """Also the limits of the run's tools server (:mod:`autofe.pipelines.run` passes them), so

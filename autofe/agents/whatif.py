@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 from autofe.agents.state import Feature
 from autofe.errors import ConfigError
@@ -204,9 +205,24 @@ def whatif_metrics(
     """Each fold's runs predicted by a model fit on the other folds' runs, all on the fold's
     values (``values[i]`` for fold ``i``), and scored together; None with no folds or no
     features."""
+    found = whatif_predictions(train, folds, values, names, seed)
+    return None if found is None else score(found[0], found[1])
+
+
+def whatif_predictions(
+    train: Labelled,
+    folds: Sequence[WhatIfFold],
+    values: Sequence[FeatureValues],
+    names: Sequence[str],
+    seed: int,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[str, ...]] | None:
+    """What :func:`whatif_metrics` scores: every fold's held-out runs' actual and predicted
+    seconds and their jobs, fold by fold; None with no folds or no features."""
     if not folds or not names:
         return None
-    actual, predicted = [], []
+    actual: list[NDArray[np.float64]] = []
+    predicted: list[NDArray[np.float64]] = []
+    jobs: list[str] = []
     for fold, fold_values in zip(folds, values, strict=True):
         picked = {n: fold_values[n] for n in sorted(names)}
         held = set(fold.test)
@@ -214,7 +230,29 @@ def whatif_metrics(
         block = build_dataset([r for r in train if r[0] in held], picked, model.encoder)
         actual.append(block.seconds)
         predicted.append(model.predict_seconds(block.x))
-    return score(np.concatenate(actual), np.concatenate(predicted))
+        jobs.extend(block.job_ids)
+    return np.concatenate(actual), np.concatenate(predicted), tuple(jobs)
+
+
+def clustered_se(diff: NDArray[np.float64], clusters: Sequence[str]) -> float:
+    """The standard error of ``diff``'s mean with ``clusters`` (one label per value) as the
+    independent units (the cluster-robust sandwich, with the G / (G - 1) correction); 0 with
+    fewer than two clusters.
+
+    >>> clustered_se(np.array([1.0, 1.0, -1.0, -1.0]), ["a", "a", "b", "b"])
+    1.0
+    >>> clustered_se(np.array([1.0, 3.0]), ["a", "a"])
+    0.0
+    """
+    groups = sorted(set(clusters))
+    if len(groups) < 2 or len(diff) == 0:
+        return 0.0
+    centred = diff - float(np.mean(diff))
+    index = {g: i for i, g in enumerate(groups)}
+    sums = np.zeros(len(groups))
+    np.add.at(sums, [index[c] for c in clusters], centred)
+    variance = len(groups) / (len(groups) - 1) * float(np.sum(sums**2)) / len(diff) ** 2
+    return math.sqrt(variance)
 
 
 def changed_share(
@@ -258,6 +296,10 @@ class WhatIfRound:
     limits: SandboxLimits
     seed: int
     scores: dict[frozenset[str], float] = field(default_factory=dict)
+    errors: dict[frozenset[str], NDArray[np.float64]] = field(default_factory=dict)
+    """Per set, each held-out run's absolute percentage error, in the folds' order."""
+    jobs: tuple[str, ...] = ()
+    """Each held-out run's job, in the same order."""
 
     def values(self, names: Iterable[str]) -> tuple[FeatureValues, ...]:
         """Per fold, the values of ``names`` on its copy (missing ones computed together).
@@ -277,9 +319,35 @@ class WhatIfRound:
         key = frozenset(names)
         if key not in self.scores:
             values = self.values(key)
-            metrics = whatif_metrics(self.train, self.folds, values, sorted(key), self.seed)
-            self.scores[key] = metrics.mape if metrics else math.nan
+            found = whatif_predictions(self.train, self.folds, values, sorted(key), self.seed)
+            if found is None:
+                self.scores[key] = math.nan
+            else:
+                actual, predicted, self.jobs = found
+                self.scores[key] = score(actual, predicted).mape
+                self.errors[key] = np.abs(predicted - actual) / actual
         return self.scores[key]
+
+    def noise(self, names: Sequence[str], reference: Sequence[str]) -> float:
+        """The standard error of the what-if MAPE of ``names`` minus that of ``reference``,
+        paired run by run (the same held-out runs), with each job's runs as one cluster: a
+        job's runs share its history, so its errors move together. 0 when either set is
+        empty or fewer than two jobs are held out.
+
+        The what-if score is a mean over a few configurations' runs, and a percentage error
+        has a long tail: on a sample of ten jobs, a handful of short runs can move it by far
+        more than the tolerance. The rule compares the difference with this noise before it
+        calls a feature harmful.
+
+        Raises:
+            ModelError: a feature's SQL fails on a masked copy.
+        """
+        if not names or not reference:
+            return 0.0
+        if math.isnan(self.mape(names)) or math.isnan(self.mape(reference)):
+            return 0.0
+        diff = self.errors[frozenset(names)] - self.errors[frozenset(reference)]
+        return clustered_se(diff, self.jobs)
 
     def changed(self, name: str, stored: Mapping[str, Value]) -> float:
         """:func:`changed_share` of ``name`` over the folds' held-out runs, each against its
