@@ -69,10 +69,16 @@ class EvalSettings:
     """What-if MAPE (configurations held out, :mod:`autofe.agents.whatif`) a round may add
     and still count as no worse; ``math.inf`` turns the what-if score off."""
     whatif_noise_z: float = 1.0
-    """Standard errors of the what-if difference (paired, runs clustered by job) a set may
-    also exceed the limit by, so the rule drops features for harm, not for the score's noise:
-    the one-standard-error rule of model selection (Hastie, Tibshirani and Friedman, *The
-    Elements of Statistical Learning*, 7.10). 0 compares the point estimates alone."""
+    """On a sample, standard errors of the what-if difference a set may also exceed the limit
+    by (:attr:`jobs_share`): the one-standard-error rule of model selection (Hastie, Tibshirani
+    and Friedman, *The Elements of Statistical Learning*, 7.10). 0 compares the point
+    estimates alone, as the loop always does on every job."""
+    jobs_share: float = 1.0
+    """The share of the warehouse's jobs the loop's runs hold: 1.0 unless the loop works on a
+    sample (``autofe run`` sets it from ``sample.json``). The what-if rule stands in for the
+    whole warehouse's judgement; on a sample of whole jobs its difference has a standard error
+    of the jobs left out, the clustered one times ``sqrt(1 - jobs_share)`` (the finite
+    population correction), so on every job the rule compares point estimates, as before."""
     seed: int = 0
     limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(timeout_s=LOOP_TIMEOUT_S))
     """Also the limits of the run's tools server (:mod:`autofe.pipelines.run` passes them), so

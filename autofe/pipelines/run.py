@@ -21,7 +21,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +257,7 @@ async def _loop(
             tools=McpToolbox(client),
             kb=kb or KnowledgeBase(),
             backend=backend,
-            settings=settings.loop,
+            settings=_sampled(settings.loop, sample),
             seed=warm_start_specs(settings),
         )
         async with AsyncSqliteSaver.from_conn_string(str(run_dir.checkpoints)) as saver:
@@ -276,6 +276,15 @@ async def _loop(
     run_dir.metrics.write_text(json.dumps(metrics, indent=2, default=str) + "\n")
     write_run_report(out, metrics, final_features(state))
     return RunResult(out, metrics, metrics["seconds"])
+
+
+def _sampled(loop: LoopSettings, sample: dict[str, Any] | None) -> LoopSettings:
+    """The loop's settings, told which share of the warehouse's jobs a sample holds (the
+    what-if rule judges a sample's differences against their noise: ``EvalSettings.jobs_share``)."""
+    if not sample or not sample.get("of_jobs"):
+        return loop
+    share = sample["jobs"] / sample["of_jobs"]
+    return replace(loop, evaluation=replace(loop.evaluation, jobs_share=share))
 
 
 def _on_all_runs(

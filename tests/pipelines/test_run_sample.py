@@ -113,3 +113,18 @@ def _run_outside_the_sample(out: Path) -> str:
 
 def _kept(spec: FeatureSpec) -> Feature:
     return cast(Feature, {"name": spec.name, "gate": {"feature_id": spec.feature_id}})
+
+
+def test_a_sampled_loop_tells_the_what_if_rule_its_share_of_the_jobs() -> None:
+    """The rule judges a sample's what-if differences against the noise of the jobs left out;
+    on every job (no sample) the settings are the run's own."""
+    from autofe.agents.settings import LoopSettings
+    from autofe.pipelines.run import _sampled
+
+    loop = LoopSettings()
+    assert _sampled(loop, None) is loop
+    record = {"runs": 648, "jobs": 10, "of_runs": 6621, "of_jobs": 102, "strata": 10}
+    sampled = _sampled(loop, record)
+    assert sampled.evaluation.jobs_share == 10 / 102
+    assert sampled.evaluation.limits == loop.evaluation.limits
+    assert loop.evaluation.jobs_share == 1.0
