@@ -707,9 +707,10 @@ def _noise(trial: _Trial, judge: WhatIfRound, rule: _Rule, harmful: Sequence[str
     a handful of runs: on a 648-run sample of ten of the Ellis table's 102 jobs, round 0
     dropped every duration-history feature for a what-if MAPE of 0.99 against 0.79, a
     difference of 0.75 standard errors, and the catalog shipped without them scored 116.7 %
-    holdout MAPE against the full-history loop's 43.4 %. On every job the rule is the point
-    estimates' alone: there, asked for one standard error, the example run kept six features
-    the rule drops and its holdout MAPE went from 21.2 % to 37.1 %.
+    holdout MAPE against the full-history loop's 43.4 %; on all 102 jobs the same sets score
+    1.19 with the history and 1.22 without it. On every job the rule is the point estimates'
+    alone: there, asked for one standard error, the example run kept six features the rule
+    drops and its holdout MAPE went from 21.2 % to 37.1 %.
     """
     share = min(max(rule.settings.jobs_share, 0.0), 1.0)
     if share >= 1.0 or rule.settings.whatif_noise_z == 0.0:

@@ -68,11 +68,14 @@ class EvalSettings:
     whatif_tolerance: float = 0.01
     """What-if MAPE (configurations held out, :mod:`autofe.agents.whatif`) a round may add
     and still count as no worse; ``math.inf`` turns the what-if score off."""
-    whatif_noise_z: float = 1.0
+    whatif_noise_z: float = 1.645
     """On a sample, standard errors of the what-if difference a set may also exceed the limit
-    by (:attr:`jobs_share`): the one-standard-error rule of model selection (Hastie, Tibshirani
-    and Friedman, *The Elements of Statistical Learning*, 7.10). 0 compares the point
-    estimates alone, as the loop always does on every job."""
+    by (:attr:`jobs_share`): the rule overrides CV's choice only where a one-sided 95 % test
+    says the whole warehouse's difference exceeds the tolerance. One standard error (the
+    model-selection rule of thumb) was tried first: on a 31-job sample of the Ellis table it
+    dropped the duration history at 1.18 of them, which on all 102 jobs scores no worse
+    (docs/results.md, session 29). 0 compares the point estimates alone, as the loop always
+    does on every job."""
     jobs_share: float = 1.0
     """The share of the warehouse's jobs the loop's runs hold: 1.0 unless the loop works on a
     sample (``autofe run`` sets it from ``sample.json``). The what-if rule stands in for the

@@ -199,14 +199,14 @@ def test_a_what_if_excess_within_a_samples_noise_is_not_harm(workspace: Workspac
     """On a sample of whole jobs (here: said to be a quarter of the warehouse's) the excess must
     clear the tolerance plus ``whatif_noise_z`` standard errors of the paired difference, runs
     clustered by job, times sqrt(1 - share). On seed 0 the history is 2.7 standard errors worse:
-    the default (one) drops it and says by how much; asked for ten, the sampled rule keeps it,
+    the default (1.645) drops it and says by how much; asked for ten, the sampled rule keeps it,
     as CV does. On every job the rule compares the point estimates, whatever ``z``."""
     db, store, features = workspace
     sampled = EvalSettings(jobs_share=0.25)
     result = evaluate_round(db, store, [], features, 0, None, sampled)
     (drop,) = result.dropped
     noise = re.search(
-        r"\+ noise (\d\.\d{4}) \(1 standard error of the difference on a sample of 25% of the "
+        r"\+ noise (\d\.\d{4}) \(1.645 standard errors of the difference on a sample of 25% of the "
         r"jobs, runs clustered by job\); values change on",
         drop["reason"],
     )
