@@ -8,14 +8,21 @@ on the other half (docs/kb.md).
 
 The collection's metadata records the corpus hash and the embedder, so :func:`open_index`
 reuses an index that matches and rebuilds one that does not — including one it cannot read at
-all (a cache directory is disposable; a crash over it is not).
+all (a cache directory is disposable; a crash over it is not). Each corpus and embedder has a
+store of its own under the index directory, opened and built under a file lock: two versions of
+autofe sharing a cache (a nightly job's and a newer CLI's) used to rebuild one collection under
+each other, and the other process's next query failed with chromadb's ``NotFoundError``.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,12 +55,22 @@ class DenseIndex:
     build_seconds: float
 
     def rank(self, query: str, n_docs: int) -> list[tuple[str, float]]:
-        """Document ids with the summed similarity of their best chunks, best first."""
+        """Document ids with the summed similarity of their best chunks, best first.
+
+        Raises:
+            KnowledgeBaseError: the store cannot be read (removed or damaged under us).
+        """
         vector = self.embedder.embed([query])[0]
-        count = self.collection.count()
-        found = self.collection.query(
-            query_embeddings=[vector], n_results=count, include=["distances", "metadatas"]
-        )
+        try:
+            count = self.collection.count()
+            found = self.collection.query(
+                query_embeddings=[vector], n_results=count, include=["distances", "metadatas"]
+            )
+        except Exception as exc:  # chromadb raises many types for a store gone or damaged
+            raise KnowledgeBaseError(
+                f"the knowledge-base index cannot be read ({type(exc).__name__}: {exc}); "
+                "run the command again to rebuild it"
+            ) from exc
         sims: dict[str, list[float]] = {}
         for meta, distance in zip(found["metadatas"][0], found["distances"][0], strict=True):
             sims.setdefault(str(meta["doc"]), []).append(1.0 - float(distance))
@@ -77,31 +94,66 @@ def chunks(doc: Document) -> list[Chunk]:
 
 
 def open_index(directory: Path, docs: tuple[Document, ...], embedder: Embedder) -> DenseIndex:
-    """The index for ``docs`` under ``directory``: reused when current, else (re)built."""
+    """The index for ``docs`` under ``directory``: reused when current, else (re)built, in the
+    store of this corpus and embedder (:func:`store_dir`), under its lock.
+
+    Raises:
+        KnowledgeBaseError: the directory cannot be created.
+    """
     want = {"corpus": corpus_hash(docs), "embedder": embedder.name}
+    store = store_dir(directory, want)
+    with _locked(store):
+        try:
+            client = _client(store)
+            collection = _current(client, want)
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:  # chromadb raises many types for a damaged store
+            log.warning("knowledge-base index at %s unreadable (%s); rebuilding", store, exc)
+            _forget(store)
+            shutil.rmtree(store, ignore_errors=True)
+            client, collection = _client(store), None
+        if collection is not None:
+            return DenseIndex(collection, embedder, built=False, build_seconds=0.0)
+        started = time.perf_counter()
+        collection = _build(client, docs, embedder, want)
+        return DenseIndex(collection, embedder, True, time.perf_counter() - started)
+
+
+def store_dir(directory: Path, want: dict[str, str]) -> Path:
+    """The store of one corpus and embedder under the index directory.
+
+    >>> store_dir(Path("/cache/kb-index"), {"corpus": "abc", "embedder": "hashing-256"}).name
+    '77bfedf6603b3b43'
+    """
+    key = "\n".join(f"{k}={want[k]}" for k in sorted(want))
+    return directory / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@contextmanager
+def _locked(store: Path) -> Iterator[None]:
+    """Hold ``store``'s lock file (beside it): one process opens or builds a store at a time."""
+    _make_dir(store.parent)
+    with open(store.parent / f"{store.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _make_dir(directory: Path) -> None:
     try:
-        client = _client(directory)
-        collection = _current(client, want)
-    except Exception as exc:  # chromadb raises many types for a damaged store
-        log.warning("knowledge-base index at %s unreadable (%s); rebuilding", directory, exc)
-        _forget(directory)
-        shutil.rmtree(directory, ignore_errors=True)
-        client, collection = _client(directory), None
-    if collection is not None:
-        return DenseIndex(collection, embedder, built=False, build_seconds=0.0)
-    started = time.perf_counter()
-    collection = _build(client, docs, embedder, want)
-    return DenseIndex(collection, embedder, True, time.perf_counter() - started)
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise KnowledgeBaseError(f"{directory}: cannot create the index directory ({exc})") from exc
 
 
 def _client(directory: Path) -> Any:
     import chromadb
     from chromadb.config import Settings
 
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise KnowledgeBaseError(f"{directory}: cannot create the index directory ({exc})") from exc
+    _make_dir(directory)
     return chromadb.PersistentClient(
         path=str(directory), settings=Settings(anonymized_telemetry=False, allow_reset=True)
     )

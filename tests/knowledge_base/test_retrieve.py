@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from autofe.errors import KnowledgeBaseError
-from autofe.knowledge_base.corpus import CORPUS_DIR
+from autofe.knowledge_base.corpus import CORPUS_DIR, corpus_hash
 from autofe.knowledge_base.embeddings import HashingEmbedder, MiniLMEmbedder
-from autofe.knowledge_base.index import chunks, open_index
+from autofe.knowledge_base.index import chunks, open_index, store_dir
 from autofe.knowledge_base.retrieve import KnowledgeBase
 
 
@@ -63,11 +63,29 @@ def test_the_index_is_rebuilt_only_when_the_corpus_changes(tmp_path: Path) -> No
 
 def test_an_unreadable_index_is_rebuilt_not_crashed_on(tmp_path: Path) -> None:
     index = tmp_path / "index"
-    index.mkdir()
-    (index / "chroma.sqlite3").write_bytes(b"this is not a database" * 100)
     kb = KnowledgeBase(index_dir=index, embedder=HashingEmbedder())
+    store = store_dir(index, {"corpus": corpus_hash(kb.docs), "embedder": kb.embedder.name})
+    store.mkdir(parents=True)
+    (store / "chroma.sqlite3").write_bytes(b"this is not a database" * 100)
     assert kb.dense().built
     assert kb.search("month end", 3)
+
+
+def test_two_corpora_sharing_a_cache_do_not_break_each_other(tmp_path: Path) -> None:
+    """A nightly job's autofe and a newer CLI, one cache: each corpus keeps a store of its own.
+    Before, the newer one rebuilt the one collection and the older one's next query failed
+    with chromadb's NotFoundError (a traceback out of ``autofe run``)."""
+    older, newer = tmp_path / "older", tmp_path / "newer"
+    shutil.copytree(CORPUS_DIR, older)
+    shutil.copytree(CORPUS_DIR, newer)
+    doc = next(newer.glob("*.md"))
+    doc.write_text(doc.read_text() + "\nOne more sentence.\n")
+    embedder, index = HashingEmbedder(), tmp_path / "index"
+    first = KnowledgeBase(older, index, embedder)
+    assert first.dense().built
+    assert KnowledgeBase(newer, index, embedder).dense().built
+    assert [h.doc_id for h in first.search("month end", 3, "dense")]
+    assert not KnowledgeBase(older, index, embedder).dense().built
 
 
 def test_chunks_keep_the_head_and_cover_the_body(hashing_kb: KnowledgeBase) -> None:
