@@ -70,18 +70,20 @@ class EvalSettings:
     and still count as no worse; ``math.inf`` turns the what-if score off."""
     whatif_noise_z: float = 1.645
     """On a sample, standard errors of the what-if difference a set may also exceed the limit
-    by (:attr:`jobs_share`): the rule overrides CV's choice only where a one-sided 95 % test
+    by (:attr:`families_share`): the rule overrides CV's choice only where a one-sided 95 % test
     says the whole warehouse's difference exceeds the tolerance. One standard error (the
     model-selection rule of thumb) was tried first: on a 31-job sample of the Ellis table it
     dropped the duration history at 1.18 of them, which on all 102 jobs scores no worse
     (docs/results.md, session 29). 0 compares the point estimates alone, as the loop always
     does on every job."""
-    jobs_share: float = 1.0
-    """The share of the warehouse's jobs the loop's runs hold: 1.0 unless the loop works on a
-    sample (``autofe run`` sets it from ``sample.json``). The what-if rule stands in for the
-    whole warehouse's judgement; on a sample of whole jobs its difference has a standard error
-    of the jobs left out, the clustered one times ``sqrt(1 - jobs_share)`` (the finite
-    population correction), so on every job the rule compares point estimates, as before."""
+    families_share: float = 1.0
+    """The share of the warehouse's code families (jobs running one script; a job without a
+    script is its own) the loop's runs hold: 1.0 unless the loop works on a sample (``autofe
+    run`` sets it from ``sample.json``). The what-if rule stands in for the whole warehouse's
+    judgement; the sample is stratified by family, so its difference has a standard error of
+    the families left out: the one clustered by family times ``sqrt(1 - families_share)`` (the
+    finite population correction). On every job, or a sample holding every family, the rule
+    compares point estimates, as before."""
     seed: int = 0
     limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(timeout_s=LOOP_TIMEOUT_S))
     """Also the limits of the run's tools server (:mod:`autofe.pipelines.run` passes them), so

@@ -144,6 +144,26 @@ def whatif_folds(
     return tuple(folds)
 
 
+FAMILIES_SQL = "SELECT job_id, script_path, script_text FROM jobs ORDER BY job_id"
+
+
+def code_families(db: Path, limits: SandboxLimits) -> dict[str, str]:
+    """Each job's code family: its script path, else its script text, else the job itself (as
+    the loop's sample groups jobs, :mod:`autofe.warehouse.sample`).
+
+    Raises:
+        ConfigError: the warehouse has more jobs than the sandbox's ``max_rows``.
+    """
+    with Sandbox.open(Path(db), limits) as sandbox:
+        result = sandbox.query(FAMILIES_SQL)
+    if result.truncated:
+        raise ConfigError(f"{db} has more jobs than the sandbox's max_rows ({limits.max_rows})")
+    return {
+        str(job): f"path:{path}" if path else f"text:{text}" if text else f"job:{job}"
+        for job, path, text in result.rows
+    }
+
+
 def feature_spec(feature: Feature) -> FeatureSpec:
     """What :func:`~autofe.modeling.masked.masked_values` computes: the feature's SQL."""
     return FeatureSpec(
@@ -300,6 +320,8 @@ class WhatIfRound:
     """Per set, each held-out run's absolute percentage error, in the folds' order."""
     jobs: tuple[str, ...] = ()
     """Each held-out run's job, in the same order."""
+    families: Mapping[str, str] = field(default_factory=dict)
+    """Each job's code family (:func:`code_families`); a job not listed is its own."""
 
     def values(self, names: Iterable[str]) -> tuple[FeatureValues, ...]:
         """Per fold, the values of ``names`` on its copy (missing ones computed together).
@@ -330,9 +352,10 @@ class WhatIfRound:
 
     def noise(self, names: Sequence[str], reference: Sequence[str]) -> float:
         """The standard error of the what-if MAPE of ``names`` minus that of ``reference``,
-        paired run by run (the same held-out runs), with each job's runs as one cluster: a
-        job's runs share its history, so its errors move together. 0 when either set is
-        empty or fewer than two jobs are held out.
+        paired run by run (the same held-out runs), with the runs of each code family (the
+        jobs running one script) as one cluster: a job's runs share its history, and jobs
+        running one script share their behaviour, so their errors move together. 0 when
+        either set is empty or fewer than two families are held out.
 
         The what-if score is a mean over a few configurations' runs, and a percentage error
         has a long tail: on a sample of ten jobs, a handful of short runs can move it by far
@@ -347,7 +370,7 @@ class WhatIfRound:
         if math.isnan(self.mape(names)) or math.isnan(self.mape(reference)):
             return 0.0
         diff = self.errors[frozenset(names)] - self.errors[frozenset(reference)]
-        return clustered_se(diff, self.jobs)
+        return clustered_se(diff, [self.families.get(j, j) for j in self.jobs])
 
     def changed(self, name: str, stored: Mapping[str, Value]) -> float:
         """:func:`changed_share` of ``name`` over the folds' held-out runs, each against its

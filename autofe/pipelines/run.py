@@ -279,12 +279,19 @@ async def _loop(
 
 
 def _sampled(loop: LoopSettings, sample: dict[str, Any] | None) -> LoopSettings:
-    """The loop's settings, told which share of the warehouse's jobs a sample holds (the
-    what-if rule judges a sample's differences against their noise: ``EvalSettings.jobs_share``)."""
-    if not sample or not sample.get("of_jobs"):
+    """The loop's settings, told which share of the warehouse's code families a sample holds
+    (the what-if rule judges a sample's differences against their noise:
+    ``EvalSettings.families_share``). A ``sample.json`` written before families were counted
+    gives its share of the jobs."""
+    if not sample:
         return loop
-    share = sample["jobs"] / sample["of_jobs"]
-    return replace(loop, evaluation=replace(loop.evaluation, jobs_share=share))
+    if sample.get("of_families"):
+        share = sample["families"] / sample["of_families"]
+    elif sample.get("of_jobs"):
+        share = sample["jobs"] / sample["of_jobs"]
+    else:
+        return loop
+    return replace(loop, evaluation=replace(loop.evaluation, families_share=share))
 
 
 def _on_all_runs(

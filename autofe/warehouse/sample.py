@@ -41,6 +41,9 @@ class WarehouseSample:
     of_runs: int
     of_jobs: int
     strata: int
+    families: int = 0
+    """Code families (jobs running one script: :data:`CODE`) among the sample's jobs."""
+    of_families: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -49,6 +52,8 @@ class WarehouseSample:
             "of_runs": self.of_runs,
             "of_jobs": self.of_jobs,
             "strata": self.strata,
+            "families": self.families,
+            "of_families": self.of_families,
         }
 
 
@@ -84,6 +89,7 @@ def sample_warehouse(source: Path, out: Path, runs: int) -> WarehouseSample:
                 "SELECT (SELECT count(*) FROM runs), (SELECT count(DISTINCT job_id) FROM runs), "
                 "(SELECT count(*) FROM src.runs), (SELECT count(DISTINCT job_id) FROM src.runs)"
             ).fetchall()[0]
+            families = con.execute(FAMILIES_SQL).fetchall()[0]
             con.execute("DETACH src")
         finally:
             con.close()
@@ -92,7 +98,9 @@ def sample_warehouse(source: Path, out: Path, runs: int) -> WarehouseSample:
             leftover.unlink(missing_ok=True)
         raise WarehouseError(f"cannot sample {source} into {out}: {first_line(exc)}") from exc
     runs_in, jobs_in, of_runs, of_jobs = (int(c) for c in counts)
-    return WarehouseSample(runs_in, jobs_in, of_runs, of_jobs, STRATA)
+    return WarehouseSample(
+        runs_in, jobs_in, of_runs, of_jobs, STRATA, int(families[0]), int(families[1])
+    )
 
 
 def _fill(con: duckdb.DuckDBPyConnection, source: Path, runs: int) -> None:
@@ -115,11 +123,13 @@ def _fill(con: duckdb.DuckDBPyConnection, source: Path, runs: int) -> None:
     con.execute("COMMIT")
 
 
-CHOSEN_SQL = """
+CODE = "coalesce(any_value(j.script_path), md5(any_value(j.script_text)), r.job_id)"
+"""A job's code family: its script path, else its script text, else the job alone."""
+
+CHOSEN_SQL = f"""
 CREATE TEMP TABLE chosen AS
 WITH per_job AS (
-  SELECT r.job_id, count(*) AS n, min(r.submit_time) AS first,
-    coalesce(any_value(j.script_path), md5(any_value(j.script_text)), r.job_id) AS code
+  SELECT r.job_id, count(*) AS n, min(r.submit_time) AS first, {CODE} AS code
   FROM src.runs AS r
   LEFT JOIN src.jobs AS j ON j.job_id = r.job_id
   GROUP BY r.job_id
@@ -143,3 +153,16 @@ WHERE floor((i + 1) * f + 0.5) > floor(i * f + 0.5)
 """Job ``i`` of the list is taken when the running count ``i·f`` (``f``: the share of runs
 wanted, at least one job's worth) passes a half-integer: every ``1/f``-th job, starting half a
 step in, so each group and each code gets its share of the jobs, rounded."""
+
+FAMILIES_SQL = f"""
+WITH per_job AS (
+  SELECT r.job_id, {CODE} AS code
+  FROM src.runs AS r
+  LEFT JOIN src.jobs AS j ON j.job_id = r.job_id
+  GROUP BY r.job_id
+)
+SELECT count(DISTINCT code) FILTER (WHERE job_id IN (SELECT job_id FROM chosen)),
+  count(DISTINCT code)
+FROM per_job
+"""
+"""Code families in the sample and in the warehouse."""

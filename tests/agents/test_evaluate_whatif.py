@@ -24,9 +24,10 @@ from autofe.agents.analyze import proposed_feature
 from autofe.agents.evaluate import RoundResult, best_whatif, evaluate_round
 from autofe.agents.settings import EvalSettings
 from autofe.agents.state import Feature, GateVerdict, Iteration
-from autofe.agents.whatif import FOLDS, MaskedCache, whatif_predictions
+from autofe.agents.whatif import FOLDS, MaskedCache, code_families, whatif_predictions
 from autofe.featurespec import FeatureSpec
 from autofe.modeling.compute import compute_values
+from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
 from autofe.warehouse.feature_store import write_feature
 
@@ -196,18 +197,19 @@ def test_features_no_held_out_outcome_changes_are_not_the_what_if_rules_to_drop(
 
 
 def test_a_what_if_excess_within_a_samples_noise_is_not_harm(workspace: Workspace) -> None:
-    """On a sample of whole jobs (here: said to be a quarter of the warehouse's) the excess must
-    clear the tolerance plus ``whatif_noise_z`` standard errors of the paired difference, runs
-    clustered by job, times sqrt(1 - share). On seed 0 the history is 2.7 standard errors worse:
+    """On a sample of whole jobs (here: said to hold a quarter of the warehouse's code families;
+    each job of this warehouse is its own) the excess must clear the tolerance plus
+    ``whatif_noise_z`` standard errors of the paired difference, runs clustered by family, times
+    sqrt(1 - share). On seed 0 the history is 2.7 standard errors worse:
     the default (1.645) drops it and says by how much; asked for ten, the sampled rule keeps it,
     as CV does. On every job the rule compares the point estimates, whatever ``z``."""
     db, store, features = workspace
-    sampled = EvalSettings(jobs_share=0.25)
+    sampled = EvalSettings(families_share=0.25)
     result = evaluate_round(db, store, [], features, 0, None, sampled)
     (drop,) = result.dropped
     noise = re.search(
         r"\+ noise (\d\.\d{4}) \(1.645 standard errors of the difference on a sample of 25% of the "
-        r"jobs, runs clustered by job\); values change on",
+        r"code families, runs clustered by family\); values change on",
         drop["reason"],
     )
     assert noise, drop["reason"]
@@ -246,3 +248,12 @@ def test_the_noise_is_the_paired_difference_clustered_by_job(workspace: Workspac
     expected = math.sqrt(g / (g - 1) * sum(v * v for v in per_job.values())) / len(diff)
     assert g == 12 and judge.noise(both, alone) == pytest.approx(expected, rel=1e-12)
     assert judge.noise(both, []) == 0.0
+    # jobs running one script are one cluster: all in one family, no second to compare with
+    judge.families = {job: "one script" for job in per_job}
+    assert judge.noise(both, alone) == 0.0
+
+
+def test_jobs_running_one_script_are_one_family(example_warehouse: Path) -> None:
+    """The example's 25 jobs run 25 distinct scripts: 25 families."""
+    families = code_families(example_warehouse, SandboxLimits())
+    assert len(families) == 25 and len(set(families.values())) == 25

@@ -115,16 +115,18 @@ def _kept(spec: FeatureSpec) -> Feature:
     return cast(Feature, {"name": spec.name, "gate": {"feature_id": spec.feature_id}})
 
 
-def test_a_sampled_loop_tells_the_what_if_rule_its_share_of_the_jobs() -> None:
-    """The rule judges a sample's what-if differences against the noise of the jobs left out;
-    on every job (no sample) the settings are the run's own."""
+def test_a_sampled_loop_tells_the_what_if_rule_its_share_of_the_families() -> None:
+    """The rule judges a sample's what-if differences against the noise of the code families
+    left out; a sample.json from before families were counted gives its share of the jobs; on
+    every job (no sample) the settings are the run's own."""
     from autofe.agents.settings import LoopSettings
     from autofe.pipelines.run import _sampled
 
     loop = LoopSettings()
     assert _sampled(loop, None) is loop
     record = {"runs": 648, "jobs": 10, "of_runs": 6621, "of_jobs": 102, "strata": 10}
-    sampled = _sampled(loop, record)
-    assert sampled.evaluation.jobs_share == 10 / 102
+    assert _sampled(loop, record).evaluation.families_share == 10 / 102
+    sampled = _sampled(loop, record | {"families": 25, "of_families": 25})
+    assert sampled.evaluation.families_share == 1.0
     assert sampled.evaluation.limits == loop.evaluation.limits
-    assert loop.evaluation.jobs_share == 1.0
+    assert loop.evaluation.families_share == 1.0

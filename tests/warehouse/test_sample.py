@@ -86,6 +86,7 @@ def test_every_family_of_jobs_gets_its_share(example_warehouse: Path, tmp_path: 
     out = tmp_path / "s.duckdb"
     sample = sample_warehouse(four, out, 490)
     assert (sample.of_runs, sample.of_jobs, sample.jobs) == (4 * 490, 100, 25)
+    assert (sample.families, sample.of_families) == (25, 25)
     per_code = _rows(
         out,
         "SELECT coalesce(script_path, md5(script_text)), count(*) FROM jobs "
