@@ -116,3 +116,18 @@ def test_an_uncreatable_index_directory_is_a_clear_error(tmp_path: Path) -> None
     blocker.write_text("x")
     with pytest.raises(KnowledgeBaseError, match="cannot create the index directory"):
         open_index(blocker / "index", KnowledgeBase(index_dir=tmp_path).docs, HashingEmbedder())
+
+
+def test_a_store_removed_under_a_command_is_a_clear_error(tmp_path: Path) -> None:
+    """Another process deleting the collection mid-command (a cache is disposable) leaves this
+    one a one-line error that says what to do, not chromadb's NotFoundError."""
+    import chromadb
+
+    index = tmp_path / "index"
+    kb = KnowledgeBase(index_dir=index, embedder=HashingEmbedder())
+    assert kb.dense().built
+    store = store_dir(index, {"corpus": corpus_hash(kb.docs), "embedder": kb.embedder.name})
+    settings = chromadb.config.Settings(anonymized_telemetry=False, allow_reset=True)
+    chromadb.PersistentClient(path=str(store), settings=settings).delete_collection("autofe-kb")
+    with pytest.raises(KnowledgeBaseError, match=r"index cannot be read .*run the command again"):
+        kb.search("month end", 3, "dense")
