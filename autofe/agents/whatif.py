@@ -51,10 +51,11 @@ from autofe.errors import ConfigError
 from autofe.featurespec import FeatureSpec
 from autofe.modeling.dataset import FeatureValues, Labelled, Value, build_dataset, stable
 from autofe.modeling.masked import masked_values
-from autofe.modeling.metrics import Metrics, score
+from autofe.modeling.metrics import score
 from autofe.modeling.train import MIN_RUNS, fit
 from autofe.sandbox.limits import SandboxLimits
 from autofe.sandbox.session import Sandbox
+from autofe.warehouse.sample import job_codes_sql
 
 FOLDS = 3
 MIN_TEST_RUNS = 10
@@ -144,24 +145,17 @@ def whatif_folds(
     return tuple(folds)
 
 
-FAMILIES_SQL = "SELECT job_id, script_path, script_text FROM jobs ORDER BY job_id"
-
-
 def code_families(db: Path, limits: SandboxLimits) -> dict[str, str]:
-    """Each job's code family: its script path, else its script text, else the job itself (as
-    the loop's sample groups jobs, :mod:`autofe.warehouse.sample`).
+    """Each job's code family, as the loop's sample groups jobs (:func:`job_codes_sql`).
 
     Raises:
         ConfigError: the warehouse has more jobs than the sandbox's ``max_rows``.
     """
     with Sandbox.open(Path(db), limits) as sandbox:
-        result = sandbox.query(FAMILIES_SQL)
+        result = sandbox.query(job_codes_sql())
     if result.truncated:
         raise ConfigError(f"{db} has more jobs than the sandbox's max_rows ({limits.max_rows})")
-    return {
-        str(job): f"path:{path}" if path else f"text:{text}" if text else f"job:{job}"
-        for job, path, text in result.rows
-    }
+    return {str(job): str(code) for job, code in result.rows}
 
 
 def feature_spec(feature: Feature) -> FeatureSpec:
@@ -215,20 +209,6 @@ def _id(feature: Feature) -> str:
     return feature["gate"]["feature_id"]
 
 
-def whatif_metrics(
-    train: Labelled,
-    folds: Sequence[WhatIfFold],
-    values: Sequence[FeatureValues],
-    names: Sequence[str],
-    seed: int,
-) -> Metrics | None:
-    """Each fold's runs predicted by a model fit on the other folds' runs, all on the fold's
-    values (``values[i]`` for fold ``i``), and scored together; None with no folds or no
-    features."""
-    found = whatif_predictions(train, folds, values, names, seed)
-    return None if found is None else score(found[0], found[1])
-
-
 def whatif_predictions(
     train: Labelled,
     folds: Sequence[WhatIfFold],
@@ -236,8 +216,9 @@ def whatif_predictions(
     names: Sequence[str],
     seed: int,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[str, ...]] | None:
-    """What :func:`whatif_metrics` scores: every fold's held-out runs' actual and predicted
-    seconds and their jobs, fold by fold; None with no folds or no features."""
+    """Each fold's runs predicted by a model fit on the other folds' runs, all on the fold's
+    values (``values[i]`` for fold ``i``): every held-out run's actual and predicted seconds and
+    its job, fold by fold; None with no folds or no features."""
     if not folds or not names:
         return None
     actual: list[NDArray[np.float64]] = []

@@ -154,13 +154,19 @@ WHERE floor((i + 1) * f + 0.5) > floor(i * f + 0.5)
 wanted, at least one job's worth) passes a half-integer: every ``1/f``-th job, starting half a
 step in, so each group and each code gets its share of the jobs, rounded."""
 
+
+def job_codes_sql(schema: str = "") -> str:
+    """Each job with runs and its code family (:data:`CODE`), over ``schema``'s tables
+    (``"src."`` for the attached source while sampling, ``""`` for a warehouse itself: the
+    what-if rule clusters a sample's runs by it)."""
+    return (
+        f"SELECT r.job_id, {CODE} AS code FROM {schema}runs AS r "
+        f"LEFT JOIN {schema}jobs AS j ON j.job_id = r.job_id GROUP BY r.job_id"
+    )
+
+
 FAMILIES_SQL = f"""
-WITH per_job AS (
-  SELECT r.job_id, {CODE} AS code
-  FROM src.runs AS r
-  LEFT JOIN src.jobs AS j ON j.job_id = r.job_id
-  GROUP BY r.job_id
-)
+WITH per_job AS ({job_codes_sql("src.")})
 SELECT count(DISTINCT code) FILTER (WHERE job_id IN (SELECT job_id FROM chosen)),
   count(DISTINCT code)
 FROM per_job

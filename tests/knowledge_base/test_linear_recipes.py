@@ -57,9 +57,7 @@ def test_every_rewritten_recipe_keeps_its_original() -> None:
     assert all(f.stem in SPECS for f in kept), [f.stem for f in kept if f.stem not in SPECS]
 
 
-@pytest.mark.parametrize(
-    "original", FILES + PER_JOB + PER_SCRIPT, ids=lambda f: f"{f.parent.name}/{f.stem}"
-)
+@pytest.mark.parametrize("original", FILES + PER_JOB + PER_SCRIPT, ids=lambda f: f.stem)
 def test_rewrite_gives_the_original_values(original: Path, context: GateContext) -> None:
     new = SPECS[original.stem]
     with Sandbox.open(context.db) as box:
@@ -81,7 +79,12 @@ def test_original_is_refused_and_rewrite_admitted_by_the_cost_gate(
     assert check_cost(new, context) == []
 
 
-@pytest.mark.parametrize("original", PER_SCRIPT, ids=lambda f: f.stem)
+SCRIPT_PARSING = [*PER_SCRIPT, FIXTURES / "recipes_per_job" / "history_job_scaling_s.sql"]
+"""The originals that parsed every run's script; ``history_job_scaling_s``'s, which also read
+each job's history per pair of runs, is kept (once) among the per-job originals."""
+
+
+@pytest.mark.parametrize("original", SCRIPT_PARSING, ids=lambda f: f.stem)
 def test_rewrite_parses_each_distinct_job_script_once(original: Path) -> None:
     """No regular expression reads a job's script once per run; one reads the distinct scripts.
 
