@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,7 +44,7 @@ from autofe.gates.world import (
 )
 from autofe.sandbox.nesting import NestedTooDeeply, parse_statements
 from autofe.sandbox.rewrite import referenced_tables, restricted
-from autofe.sandbox.session import QueryError, Sandbox
+from autofe.sandbox.session import LimitExceeded, QueryError, Sandbox
 from autofe.sandbox.work import counting, plan_work
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ def check_dynamic_leakage(spec: FeatureSpec, ctx: GateContext) -> list[Reason]:
         worlds = build_worlds(con, ctx.catalog, list(cutoffs), tables)
         catalog = world_catalog(ctx.catalog, [BASELINE, *worlds], tables)
         with Sandbox.wrap(con, catalog, counting(ctx.settings.limits)) as box:
-            return _compare(box, tree, tables, worlds, cutoffs)
+            return _compare(box, tree, tables, worlds, cutoffs, ctx.settings.limits.threads)
 
 
 def _compare(
@@ -168,19 +169,47 @@ def _compare(
     tables: set[str],
     worlds: list[World],
     cutoffs: dict[datetime, list[str]],
+    workers: int = 1,
 ) -> list[Reason]:
-    """The baseline's values for every target against each world's."""
-    baseline = restricted(
-        in_world(tree, BASELINE, tables), [r for ids in cutoffs.values() for r in ids]
-    )
-    original = _try_values(box, baseline)
+    """The baseline's values for every target against each world's.
+
+    Every world's query keeps the rows of every cutoff's runs, as the baseline's does, and
+    compares only those of its own cutoff: its SQL is then the baseline's with the views
+    renamed, which the sandbox runs without parsing it twice more
+    (:meth:`~autofe.sandbox.session.Sandbox.query_renamed`).
+    """
+    run_ids = [r for ids in cutoffs.values() for r in ids]
+    baseline = restricted(in_world(tree, BASELINE, tables), run_ids, copy=False)
+    with ThreadPoolExecutor(max_workers=min(workers, 2)) as pool:  # its values and its work
+        values, work = pool.submit(_try_values, box, baseline), pool.submit(_work, box, baseline)
+        original = values.result()
     if original is None:
         return []
-    checked = world_order(worlds)[: worlds_within_budget(_work(box, baseline))]
+    checked = world_order(worlds)[: worlds_within_budget(work.result())]
     if len(checked) < len(worlds):
         log.info("dynamic leakage: %d of %d worlds within budget", len(checked), len(worlds))
-    reasons = _perturb(box, tree, tables, checked, cutoffs, original)
+    reasons = _perturb(
+        box, Baseline(tree, tables, run_ids, baseline), checked, cutoffs, original, workers
+    )
     return reasons if not reasons or _stable(box, baseline, original) else []
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The feature as checked in every world: its tree, tables, target runs and baseline SQL."""
+
+    tree: exp.Query
+    tables: set[str]
+    run_ids: list[str]
+    sql: str
+
+    def in_world(self, world: World) -> str:
+        """The baseline's SQL reading ``world``'s views."""
+        return restricted(in_world(self.tree, world, self.tables), self.run_ids, copy=False)
+
+    def renames(self, world: World) -> dict[str, str]:
+        """Each baseline view's name to ``world``'s."""
+        return {BASELINE.view(t): world.view(t) for t in sorted(self.tables)}
 
 
 def _single_query(sql: str) -> exp.Query | None:
@@ -274,11 +303,19 @@ def _group_peers(peers: Iterable[Sequence[Any]], chosen: set[str]) -> dict[datet
 
 
 def _values(sandbox: Sandbox, sql: str) -> Values:
-    result = sandbox.query(sql)
+    return _by_run(sandbox.query(sql).rows)
+
+
+def _by_run(rows: Iterable[Sequence[Any]]) -> Values:
     values: dict[str, list[Any]] = {}
-    for row in result.rows:
+    for row in rows:
         values.setdefault(str(row[0]), []).append(row[1] if len(row) > 1 else None)
     return {k: tuple(sorted(v, key=_order_key)) for k, v in values.items()}
+
+
+def _values_renamed(box: Sandbox, baseline: Baseline, world: World) -> Values:
+    result = box.query_renamed(baseline.in_world(world), baseline.sql, baseline.renames(world))
+    return _by_run(result.rows)
 
 
 def _order_key(value: Any) -> tuple[int, str]:
@@ -329,20 +366,44 @@ def world_order(worlds: Sequence[World]) -> list[World]:
 
 def _perturb(
     box: Sandbox,
-    tree: exp.Query,
-    tables: set[str],
+    baseline: Baseline,
     worlds: list[World],
     cutoffs: dict[datetime, list[str]],
     original: Values,
+    workers: int = 1,
 ) -> list[Reason]:
-    """One reason per cutoff whose runs change value in one of ``worlds`` (checked in order)."""
+    """One reason per cutoff whose runs change value in one of ``worlds`` (the first in order).
+
+    With ``workers`` > 1 the worlds are recomputed that many at a time (each query on its own
+    cursor, DuckDB running beside Python's guards): the gate's time for a feature whose worlds
+    all agree was mostly DuckDB recomputing it twelve times on one thread. The verdict is the
+    one a single worker reaches: each cutoff's reason is its first world's in order, and a
+    world stopped by the memory limit beside another is recomputed alone.
+    """
+
+    def check(world: World, alone: bool) -> Reason | Crowded | None:
+        return _check_world(box, baseline, world, cutoffs[world.cutoff], original, alone=alone)
+
+    if workers > 1 and len(worlds) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            found = list(pool.map(lambda w: check(w, alone=False), worlds))
+    else:
+        found = [CROWDED] * len(worlds)  # each computed alone below, in order
     reasons: dict[datetime, Reason] = {}
-    for world in worlds:
-        if world.cutoff not in reasons:
-            found = _check_world(box, tree, tables, world, cutoffs[world.cutoff], original)
-            if found is not None:
-                reasons[world.cutoff] = found
+    for world, outcome in zip(worlds, found, strict=True):
+        if world.cutoff in reasons:
+            continue
+        reason = check(world, alone=True) if outcome is CROWDED else outcome
+        if reason is not None and not isinstance(reason, Crowded):
+            reasons[world.cutoff] = reason
     return [reasons[c] for c in cutoffs if c in reasons]
+
+
+class Crowded:
+    """A world's query stopped by the memory limit while another world's ran beside it."""
+
+
+CROWDED = Crowded()
 
 
 def worlds_within_budget(work: int) -> int:
@@ -370,18 +431,27 @@ def _work(box: Sandbox, sql: str) -> int:
 
 def _check_world(
     box: Sandbox,
-    tree: exp.Query,
-    tables: set[str],
+    baseline: Baseline,
     world: World,
     run_ids: list[str],
     original: Values,
-) -> Reason | None:
-    """A reason if any of ``run_ids`` changes value (or the query breaks) in ``world``."""
-    sql = restricted(in_world(tree, world, tables), run_ids)
+    *,
+    alone: bool = True,
+) -> Reason | Crowded | None:
+    """A reason if any of ``run_ids`` changes value (or the query breaks) in ``world``.
+
+    :data:`CROWDED` if the memory limit stopped it while not ``alone``: the caller runs it again
+    alone, so the verdict does not depend on which worlds happened to run together.
+    """
     try:
-        perturbed = _values(box, sql)
+        perturbed = _values_renamed(box, baseline, world)
     except QueryError as exc:
         return _failed_reason(run_ids[0], world, exc)
+    except LimitExceeded as exc:
+        if not alone and not exc.timeout:
+            return CROWDED
+        log.debug("world %s skipped: %s", world.prefix, exc)
+        return None
     except SandboxViolation as exc:  # a limit hit in a world: no evidence either way
         log.debug("world %s skipped: %s", world.prefix, exc)
         return None

@@ -65,9 +65,8 @@ def guard_duckdb_parse(con: duckdb.DuckDBPyConnection, sql: str, catalog: Wareho
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         kinds = ", ".join(str(s.type).rsplit(".", 1)[-1] for s in statements) or "nothing"
         raise SandboxViolation(f"DuckDB parses this as {kinds}, not one SELECT", sql)
-    tree = _duckdb_tree(con, sql)
-    ctes = {name.lower() for name in _cte_names(tree)}
-    nodes = list(_dict_nodes(tree))
+    nodes = list(_dict_nodes(_duckdb_tree(con, sql)))  # walked once: a world's tree is large
+    ctes = {name.lower() for name in _cte_names(nodes)}
     in_from = {id(n.get("function")) for n in nodes if n.get("type") == "TABLE_FUNCTION"}
     for node in nodes:
         _check_duckdb_node(node, sql, catalog, ctes)
@@ -98,8 +97,8 @@ def _dict_nodes(tree: Any) -> Iterator[dict[str, Any]]:
             stack.extend(item)
 
 
-def _cte_names(tree: dict[str, Any]) -> Iterator[str]:
-    for node in _dict_nodes(tree):
+def _cte_names(nodes: list[dict[str, Any]]) -> Iterator[str]:
+    for node in nodes:
         cte_map = node.get("cte_map")
         if isinstance(cte_map, dict):
             yield from (str(entry.get("key", "")) for entry in cte_map.get("map", []))

@@ -31,8 +31,11 @@ def referenced_tables(tree: exp.Expr) -> set[str]:
     }
 
 
-def restricted(tree: exp.Query, run_ids: Sequence[str]) -> str:
+def restricted(tree: exp.Query, run_ids: Sequence[str], *, copy: bool = True) -> str:
     """The feature's SQL keeping only ``run_ids``' rows (DuckDB pushes the filter down).
+
+    ``copy=False`` wraps ``tree`` itself, for a caller whose tree is already its own copy (a
+    world's, from :func:`~autofe.gates.world.in_world`).
 
     >>> restricted(sqlglot.parse_one("SELECT run_id, 1 AS value FROM runs"), ["a"])
     "SELECT * FROM (SELECT run_id, 1 AS value FROM runs) AS _feature WHERE _feature.run_id IN ('a')"
@@ -43,7 +46,8 @@ def restricted(tree: exp.Query, run_ids: Sequence[str]) -> str:
     # One copy of the tree: with the builders' and the generator's default copies it was
     # copied about eight times per call, half of this function's time in the dynamic leakage
     # check, which calls it once per world.
-    query = exp.select("*").from_(tree.copy().subquery("_feature", copy=False), copy=False)
+    inner = tree.copy() if copy else tree
+    query = exp.select("*").from_(inner.subquery("_feature", copy=False), copy=False)
     condition = exp.column(key, table="_feature").isin(*ids, copy=False)
     return query.where(condition, copy=False).sql(DIALECT, copy=False)
 

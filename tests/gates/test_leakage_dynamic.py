@@ -9,6 +9,8 @@ that down so the targets tested below keep meaning what they say.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import shutil
 import time
 from collections.abc import Iterable
@@ -44,7 +46,7 @@ from autofe.gates.world import (
     world_catalog,
 )
 from autofe.ingest.ingest import ingest
-from autofe.sandbox.session import Sandbox
+from autofe.sandbox.session import LimitExceeded, Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -453,21 +455,26 @@ def _worlds_checked(
 
     seen: list[tuple[str, bool]] = []
     check_world = dynamic._check_world
-    query = Sandbox.query
+    query, query_renamed = Sandbox.query, Sandbox.query_renamed
 
-    def spy(box: Sandbox, tree: exp.Query, tables: set[str], world: World, *rest: Any) -> Any:
+    def spy(box: Sandbox, baseline: dynamic.Baseline, world: World, *rest: Any, **kw: Any) -> Any:
         seen.append((world.prefix, world.variant is Variant.ALTER))
-        return check_world(box, tree, tables, world, *rest)
+        return check_world(box, baseline, world, *rest, **kw)
 
     def slow_query(box: Sandbox, sql: str, limit: int | None = None) -> Any:
         time.sleep(delay_s)
         return query(box, sql, limit)
 
+    def slow_renamed(box: Sandbox, sql: str, *rest: Any) -> Any:
+        time.sleep(delay_s)
+        return query_renamed(box, sql, *rest)
+
     with monkeypatch.context() as m:
         m.setattr(dynamic, "_check_world", spy)
         m.setattr(Sandbox, "query", slow_query)
+        m.setattr(Sandbox, "query_renamed", slow_renamed)
         reasons = check_dynamic_leakage(spec(sql), ctx)
-    return seen, [r.message for r in reasons]
+    return sorted(seen), [r.message for r in reasons]  # two at a time: in no set order
 
 
 def test_a_cheap_feature_is_checked_in_every_world(
@@ -508,3 +515,58 @@ def test_a_feature_over_the_work_budget_is_checked_in_the_fewest_worlds(
     assert len(seen) == dynamic.MIN_WORLDS
     assert all(altered for _, altered in seen)  # the most telling test first
     assert reasons  # and it still catches the tied twin
+
+
+def test_worlds_run_the_baselines_guarded_text_renamed(
+    monkeypatch: pytest.MonkeyPatch, ctx: GateContext
+) -> None:
+    """Each world's SQL is the baseline's with the views renamed: parsed by the guards once."""
+    import autofe.sandbox.session as session
+    from autofe.sandbox.guard import guard_sql as guard
+
+    guarded: list[str] = []
+
+    def counted(sql: str, catalog: Any) -> Any:
+        guarded.append(sql)
+        return guard(sql, catalog)
+
+    monkeypatch.setattr(session, "guard_sql", counted)
+    seen, reasons = _worlds_checked(monkeypatch, LEAKY["lag_over_tied_submits"], ctx)
+    assert reasons and len(seen) > 4
+    assert len(set(guarded)) == 1  # the baseline's text (its values, its profile, its rerun)
+    assert all(re.search(r"\bw_runs\b", sql) for sql in guarded)
+
+
+def _one_worker(ctx: GateContext) -> GateContext:
+    limits = dataclasses.replace(ctx.settings.limits, threads=1)
+    return dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, limits=limits))
+
+
+@pytest.mark.parametrize("name", ["lag_over_tied_submits", "latest_snapshot_unbounded"])
+def test_worlds_computed_two_at_a_time_give_one_workers_reasons(
+    name: str, ctx: GateContext
+) -> None:
+    assert ctx.settings.limits.threads == 2
+    two = check_dynamic_leakage(spec(LEAKY[name]), ctx)
+    assert two and two == check_dynamic_leakage(spec(LEAKY[name]), _one_worker(ctx))
+
+
+def test_a_world_crowded_out_of_memory_is_computed_again_alone(
+    monkeypatch: pytest.MonkeyPatch, ctx: GateContext
+) -> None:
+    """A memory limit hit beside another world's query is no verdict: that world runs alone."""
+    import autofe.gates.leakage_dynamic as dynamic
+
+    alone = check_dynamic_leakage(spec(LEAKY["lag_over_tied_submits"]), _one_worker(ctx))
+    values_renamed = dynamic._values_renamed
+    calls: list[str] = []
+
+    def crowded(box: Sandbox, baseline: Any, world: World) -> Any:
+        calls.append(world.prefix)
+        if calls.count(world.prefix) == 1:
+            raise LimitExceeded("the 1GB memory limit")
+        return values_renamed(box, baseline, world)
+
+    monkeypatch.setattr(dynamic, "_values_renamed", crowded)
+    assert check_dynamic_leakage(spec(LEAKY["lag_over_tied_submits"]), ctx) == alone
+    assert calls.count(calls[0]) == 2  # crowded out, then alone

@@ -6,6 +6,7 @@ import dataclasses
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,13 +44,18 @@ def spec(sql: str) -> FeatureSpec:
 def executed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Every statement any sandbox runs (the gates' own and the worlds'), in order."""
     seen: list[str] = []
-    query = Sandbox.query
+    query, query_renamed = Sandbox.query, Sandbox.query_renamed
 
     def spy(self: Sandbox, sql: str, limit: int | None = None) -> QueryResult:
         seen.append(sql)
         return query(self, sql, limit)
 
+    def spy_renamed(self: Sandbox, sql: str, *rest: Any) -> QueryResult:
+        seen.append(sql)
+        return query_renamed(self, sql, *rest)
+
     monkeypatch.setattr(Sandbox, "query", spy)
+    monkeypatch.setattr(Sandbox, "query_renamed", spy_renamed)
     yield seen
 
 

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 from sandbox_warehouse import FAST, RUNS, build_warehouse
 
 from autofe.errors import ConfigError, SandboxViolation, WarehouseError
+from autofe.sandbox import session
+from autofe.sandbox.duckdb_parse import guard_duckdb_parse
+from autofe.sandbox.guard import guard_sql
 from autofe.sandbox.limits import BATCH_MAX_SPILL, SandboxLimits, spilling
 from autofe.sandbox.session import QueryError, Sandbox, lock_down
-from autofe.warehouse.catalog import code_catalog
+from autofe.schema import Availability
+from autofe.warehouse.catalog import ColumnInfo, WarehouseCatalog, code_catalog
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +205,87 @@ def test_lock_down_twice_is_harmless_but_a_foreign_lock_is_refused() -> None:
     foreign.execute("SET lock_configuration = true")
     with pytest.raises(SandboxViolation, match="external access on"):
         lock_down(foreign, FAST)
+
+
+def _views_box() -> Sandbox:
+    """A scratch database holding two copies of a runs table, as the leakage check's worlds do."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE w_runs AS SELECT 'r' || i AS run_id FROM range(3) AS t(i)")
+    con.execute("CREATE TABLE w0a_runs AS SELECT 'r' || i AS run_id FROM range(2) AS t(i)")
+    info = {
+        (t, "run_id"): ColumnInfo(t, "run_id", "VARCHAR", Availability.KNOWN_AT_SUBMIT, "")
+        for t in ("w_runs", "w0a_runs")
+    }
+    return Sandbox.wrap(con, WarehouseCatalog(info), FAST)
+
+
+@pytest.fixture
+def guards(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts either guard parses, in order."""
+    seen: list[str] = []
+
+    def counted(guard: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            seen.append(next(a for a in args if isinstance(a, str)))
+            return guard(*args)
+
+        return run
+
+    monkeypatch.setattr(session, "guard_sql", counted(guard_sql))
+    monkeypatch.setattr(session, "guard_duckdb_parse", counted(guard_duckdb_parse))
+    return seen
+
+
+BASE = "SELECT count(*) AS n FROM w_runs AS runs WHERE runs.run_id <> 'x'"
+WORLD = "SELECT count(*) AS n FROM w0a_runs AS runs WHERE runs.run_id <> 'x'"
+NAMED = "SELECT count(*) AS n FROM w_runs AS runs WHERE runs.run_id <> 'w_runs'"
+"""A literal spelled like a view: a rename of the tree leaves it, a rename of the text would not."""
+
+
+def test_a_guarded_query_with_its_tables_renamed_runs_unparsed(guards: list[str]) -> None:
+    with _views_box() as box:
+        assert box.query(BASE).rows == [(3,)]
+        assert box.query_renamed(WORLD, BASE, {"w_runs": "w0a_runs"}).rows == [(2,)]
+    assert guards == [BASE, BASE]  # sqlglot's and DuckDB's parse of the first text only
+
+
+@pytest.mark.parametrize(
+    ("sql", "guarded", "renames", "why"),
+    [
+        (WORLD, BASE, {"w_runs": "w0a_runs"}, "never guarded"),
+        (NAMED.replace("FROM w_", "FROM w0a_"), NAMED, {"w_runs": "w0a_runs"}, "a literal"),
+        (WORLD + " AND 1 = 1", BASE, {"w_runs": "w0a_runs"}, "more than the names changed"),
+        (WORLD.replace("w0a_", "w9z_"), BASE, {"w_runs": "w9z_runs"}, "not in the catalog"),
+        (WORLD, BASE, {"w_runs": "w0a_runs AS x"}, "not a plain name"),
+    ],
+)
+def test_any_other_text_is_guarded_in_full(
+    guards: list[str], sql: str, guarded: str, renames: dict[str, str], why: str
+) -> None:
+    with _views_box() as box:
+        if why != "never guarded":
+            box.query(guarded)
+        guards.clear()
+        try:
+            box.query_renamed(sql, guarded, renames)
+        except SandboxViolation as exc:
+            assert why == "not in the catalog", exc
+        assert guards[:1] == [sql], why
+
+
+def test_a_renamed_text_smuggling_a_call_is_refused() -> None:
+    smuggled = WORLD.replace("count(*)", "count(*) + length(current_setting('threads'))")
+    with _views_box() as box:
+        box.query(BASE)
+        with pytest.raises(SandboxViolation, match="current_setting"):
+            box.query_renamed(smuggled, BASE, {"w_runs": "w0a_runs"})
+
+
+def test_only_the_last_guarded_texts_are_remembered(guards: list[str]) -> None:
+    with _views_box() as box:
+        box.query(BASE)
+        for i in range(session.GUARDED_KEPT):
+            box.query(f"SELECT {i} AS n")
+        guards.clear()
+        assert box.query_renamed(WORLD, BASE, {"w_runs": "w0a_runs"}).rows == [(2,)]
+        assert guards[:1] == [WORLD]
