@@ -66,6 +66,21 @@ def test_pinned_settings_win_and_a_conflicting_one_is_refused() -> None:
         session_conf(SparkSettings(conf={"spark.sql.ansi.enabled": "false"}))
 
 
+def test_a_local_master_gets_shuffle_partitions_for_its_cores_unless_the_user_sets_them() -> None:
+    def partitions(master: str, **conf: str) -> str | None:
+        return session_conf(SparkSettings(master=master, conf=conf)).get(
+            "spark.sql.shuffle.partitions"
+        )
+
+    assert partitions("local[2]") == "16"
+    assert partitions("local") == "8"
+    assert partitions("local[4,3]") == "32"  # four cores, three task retries
+    # the machine's core count would make values' last bits follow the machine
+    assert partitions("local[*]") is None
+    assert partitions("spark://10.0.0.5:7077") is None  # a cluster keeps Spark's default
+    assert partitions("local[2]", **{"spark.sql.shuffle.partitions": "200"}) == "200"
+
+
 def test_without_pyspark_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pyspark", None)
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
