@@ -256,10 +256,10 @@ class Sandbox:
     def _same_but_names(self, sql: str, guarded: str, renames: Mapping[str, str]) -> bool:
         with self._guarded_lock:
             known = guarded in self._guarded
-        tables = self.catalog.tables()
-        if not known or not all(_PLAIN_NAME.fullmatch(n) for n in (*renames, *renames.values())):
+        names = (*renames, *renames.values())
+        if not known or not all(_PLAIN_NAME.fullmatch(n) for n in names):
             return False
-        if not set(renames.values()) <= tables:
+        if not set(renames.values()) <= self.catalog.tables():
             return False
         pattern = re.compile(
             r"(?<![\w$])("
