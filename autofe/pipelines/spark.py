@@ -584,7 +584,7 @@ class Refusal:
 @dataclass(frozen=True)
 class Staged:
     """One computed feature's values as the executors left them: where, of what kind, and
-    their counts (counted by Spark, not by reading them)."""
+    their counts (rows as the executors wrote them; coverage as the driver read them)."""
 
     index: int
     kind: Kind
@@ -685,7 +685,7 @@ class SparkFeatures:
     """Distinct run ids of the tables' runs: the denominator of a feature's coverage."""
     seconds: dict[str, float]
     """Per feature, its translation and planning; ``batches``: running every batch (with the
-    reruns of failed ones); ``counts``: Spark's count of the staged values; ``total``."""
+    reruns of failed ones); ``counts``: the driver's count of the staged values; ``total``."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -735,8 +735,9 @@ def materialize_on_spark(
 
     Every feature Spark can plan runs in one action per ``batch_features`` features: their
     queries unioned in one long form and written as Parquet by the executors into a staging
-    folder under ``tables`` (which the driver and the executors must share), then counted by
-    one aggregate. Nothing per feature reaches the driver but its counts. A batch that fails
+    folder under ``tables`` (which the driver and the executors must share), then counted on
+    the driver one feature at a time. Nothing reaches the driver but Parquet files it reads
+    one feature at a time. A batch that fails
     runs again in halves, down to the failing feature, which alone is refused.
 
     Args:
@@ -762,7 +763,7 @@ def materialize_on_spark(
             _without_broadcast_joins(spark, settings),
         ):
             register_tables(spark, tables)
-            found = _compute(spark, specs, run_ids, root, max(1, batch_features))
+            found = _compute(spark, specs, run_ids, tables, root, max(1, batch_features))
     except BaseException:
         _remove_staging(root)
         raise
@@ -797,6 +798,7 @@ def _compute(
     spark: Any,
     specs: Sequence[FeatureSpec],
     run_ids: Sequence[str] | None,
+    tables: Path,
     root: Path,
     batch_features: int,
 ) -> SparkFeatures:
@@ -817,8 +819,8 @@ def _compute(
         _run_batch(spark, planned[start : start + batch_features], root, written, refused)
     seconds["batches"] = round(time.perf_counter() - begun, 3)
     begun = time.perf_counter()
-    runs = int(spark.sql("SELECT count(DISTINCT run_id) FROM runs").first()[0])
-    staged = _checked(planned, written, _staged_counts(spark, root), refused, root)
+    runs, counts = _staged_counts(tables, planned, written)
+    staged = _checked(planned, written, counts, refused, root)
     seconds["counts"] = round(time.perf_counter() - begun, 3)
     order = {spec.name: i for i, spec in enumerate(specs)}
     refused.sort(key=lambda r: order[r.name])
@@ -833,7 +835,7 @@ def _checked(
     refused: list[Refusal],
     root: Path,
 ) -> dict[str, Staged]:
-    """The features written, with Spark's counts of them; several rows for a run refused.
+    """The features written, with their counts; several rows for a run refused.
 
     Raises:
         ConfigError: the staged files hold fewer rows than the executors wrote (a folder the
@@ -1004,25 +1006,37 @@ def _run_batch(
     written.update((p.name, (folder, int(counted[f"f{p.index}"]))) for p in batch)
 
 
-def _staged_counts(spark: Any, root: Path) -> dict[int, tuple[int, int, int]]:
-    """Per staged feature: rows, distinct run ids, runs of the tables with a value."""
-    if not root.is_dir():
-        return {}
-    functions, _ = _sql_functions()
-    col = functions.col
-    staged = spark.read.schema(f"{STAGED_SCHEMA}, `batch` INT").parquet(_local(root))
-    known = spark.table("runs").select("run_id").distinct().withColumn("_known", functions.lit(1))
-    has_value = reduce(lambda a, b: a | b, (col(c).isNotNull() for c in set(KIND_COLUMN.values())))
-    counts = (
-        staged.join(known, "run_id", "left")
-        .groupBy("feature")
-        .agg(
-            functions.count(functions.lit(1)),
-            functions.count_distinct("run_id"),
-            functions.count(functions.when(col("_known").isNotNull() & has_value, 1)),
-        )
-    )
-    return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in counts.collect()}
+def _staged_counts(
+    tables: Path, planned: list[_Planned], written: dict[str, tuple[Path, int]]
+) -> tuple[int, dict[int, tuple[int, int, int]]]:
+    """The tables' distinct runs, and per staged feature: rows, distinct run ids, runs of the
+    tables with a value.
+
+    Counted by DuckDB on the driver, one feature at a time, from the files the driver reads
+    to store them: a count that disagrees with the executors' is a folder they do not share.
+    One Spark aggregate over the whole staging (a join and a distinct count over every value of
+    the catalog) took 91 s of 1,036 at 1 M runs; the driver counts a feature's million rows
+    in a fraction of a second, holding one feature's run ids at a time.
+    """
+    runs_files = _parquet(tables / "runs")
+    counts: dict[int, tuple[int, int, int]] = {}
+    has_value = " OR ".join(f"s.{c} IS NOT NULL" for c in sorted(set(KIND_COLUMN.values())))
+    with duckdb.connect() as con:
+        con.execute(f"CREATE TEMP TABLE known AS SELECT DISTINCT run_id FROM {runs_files}")
+        (runs,) = con.execute("SELECT count(*) FROM known").fetchone() or (0,)
+        for p in planned:
+            if p.name not in written:
+                continue
+            folder = written[p.name][0] / f"feature={p.index}"
+            if not folder.is_dir():
+                continue
+            row = con.execute(
+                f"SELECT count(*), count(DISTINCT s.run_id), "
+                f"count(*) FILTER (WHERE k.run_id IS NOT NULL AND ({has_value})) "
+                f"FROM {_parquet(folder)} AS s LEFT JOIN known AS k ON k.run_id = s.run_id"
+            ).fetchone()
+            counts[p.index] = (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
+    return int(runs), counts
 
 
 def _analysis_errors() -> tuple[type[BaseException], ...]:

@@ -34,6 +34,7 @@ from autofe.pipelines.spark import (
     StagedValues,
     _checked,
     _Planned,
+    _staged_counts,
     materialize_on_spark,
     session_conf,
     spark_session,
@@ -128,8 +129,8 @@ def test_a_folder_without_a_manifest_is_no_table_folder(tmp_path: Path) -> None:
 def test_staged_rows_the_driver_does_not_see_are_an_error_not_a_partial_feature(
     tmp_path: Path,
 ) -> None:
-    """Spark's count of the staged files against the rows the executors wrote: equal, a feature
-    is stored (or refused for several rows per run); short, the staging folder is not shared."""
+    """The driver's count of the staged files against the rows the executors wrote: equal, a
+    feature is stored (or refused for several rows per run); short, the folder is not shared."""
     planned = [_Planned(0, "a", "q", "double", None), _Planned(1, "b", "q", "long", None)]
     written = {"a": (tmp_path / "batch=0", 10), "b": (tmp_path / "batch=0", 4)}
     refused: list[Refusal] = []
@@ -138,6 +139,33 @@ def test_staged_rows_the_driver_does_not_see_are_an_error_not_a_partial_feature(
     assert refused == [Refusal("b", "run", "returns several rows for one run")]
     with pytest.raises(ConfigError, match=r"and read back 0: the tables' folder must be one"):
         _checked(planned, written, {1: (4, 4, 4)}, [], tmp_path)
+
+
+def test_the_driver_counts_each_staged_feature_against_the_tables_runs(tmp_path: Path) -> None:
+    """Rows, distinct run ids, and runs of the tables with a value, from the staged files:
+    a NULL value or a run id the tables do not hold is no coverage; a feature with no rows
+    staged, or not written, has no counts."""
+    tables = tmp_path / "tables"
+    (tables / "runs").mkdir(parents=True)
+    runs = "SELECT * FROM (VALUES ('r1'), ('r2'), ('r3'), ('r3')) AS t(run_id)"
+    duckdb.sql(f"COPY ({runs}) TO '{tables / 'runs' / 'part-0.parquet'}' (FORMAT parquet)")
+    batch = tmp_path / "staging" / "batch=0"
+    staged = {
+        0: "('r1', 1.5), ('r2', NULL), ('r9', 2.0)",
+        1: "('r1', 1.0), ('r1', 2.0), ('r3', 3.0)",
+    }
+    for index, rows in staged.items():
+        (batch / f"feature={index}").mkdir(parents=True)
+        values = f"SELECT * FROM (VALUES {rows}) AS t(run_id, v_double)"
+        columns = (
+            "run_id, NULL::BIGINT AS v_long, v_double, NULL::BOOLEAN AS v_bool, NULL AS v_text"
+        )
+        target = batch / f"feature={index}" / "part-00000.parquet"
+        duckdb.sql(f"COPY (SELECT {columns} FROM ({values})) TO '{target}' (FORMAT parquet)")
+    planned = [_Planned(i, name, "q", "double", None) for i, name in enumerate("abcd")]
+    written = {name: (batch, 3) for name in "abc"}
+    # rows with a value, as Spark counted them: a feature with several rows for a run is refused
+    assert _staged_counts(tables, planned, written) == (3, {0: (3, 3, 1), 1: (3, 2, 3)})
 
 
 STAGED_DOUBLES = (
