@@ -19,6 +19,7 @@ guessed at.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from autofe.errors import Untranspilable
@@ -28,6 +29,9 @@ _CLASSES = {"d": "0-9", "w": WORD, "s": "\\t\\n\\f\\r "}
 _CONTROL = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B, "a": 0x07}
 _WORD_BOUNDARY = f"(?:(?<=[{WORD}])(?![{WORD}])|(?<![{WORD}])(?=[{WORD}]))"
 _NOT_WORD_BOUNDARY = f"(?:(?<=[{WORD}])(?=[{WORD}])|(?<![{WORD}])(?![{WORD}]))"
+_NOT_AFTER_WORD = f"(?<![{WORD}])"
+_NOT_BEFORE_WORD = f"(?![{WORD}])"
+_WORD_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _PLAIN = frozenset(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ ,:;'\"%=<>@/~`!"
 )
@@ -77,6 +81,9 @@ class _Piece:
     """Only matches at the beginning of the text."""
     at_end: bool = False
     """Only matches ending at the end of the text."""
+    first: str | None = None
+    """The characters a match can begin with, as the inside of a Java bracket class (empty for
+    a piece that consumes nothing); None if unknown (``.``, a negated class, a case fold)."""
 
 
 def re2_to_java(pattern: str, options: str = "") -> JavaRegex:
@@ -105,7 +112,13 @@ def re2_to_java(pattern: str, options: str = "") -> JavaRegex:
     prefix = "(?d" + ("iu" if flags.ignore_case else "") + ("s" if flags.dot_all else "") + ")"
     optional = frozenset(parser.optional)
     single = body.anchored or (body.at_end and not body.nullable)
-    return JavaRegex(prefix, body.java, parser.groups, body.nullable, optional, single)
+    java = body.java
+    costly_start = parser.branches > 1 or java.startswith(("(?:", "(?<", "(?=", "(?!"))
+    if costly_start and body.first and not body.nullable and not body.anchored:
+        # Java tries a match at every position; a look-around or several alternatives first
+        # cost many tests where one class test rules most positions out
+        java = f"(?=[{body.first}])(?:{java})"
+    return JavaRegex(prefix, java, parser.groups, body.nullable, optional, single)
 
 
 def _option_flags(options: str, pattern: str) -> _Flags:
@@ -147,6 +160,8 @@ class _Parser:
         self.flags = flags
         self.groups = 0
         self.optional: set[int] = set()
+        self.branches = 1
+        """Alternatives of the alternation parsed last: once parsing ends, the whole pattern's."""
 
     def fail(self, why: str) -> None:
         raise Untranspilable(f"regular expression {self.text!r}: {why} (at offset {self.pos})")
@@ -163,21 +178,26 @@ class _Parser:
             branches.append(self.concat())
         if len(branches) > 1:
             self.optional.update(range(first_group + 1, self.groups + 1))
+        self.branches = len(branches)
+        firsts = [b.first for b in branches]
         return _Piece(
             "|".join(b.java for b in branches),
             any(b.nullable for b in branches),
             all(b.anchored for b in branches),
             all(b.at_end for b in branches),
+            None if None in firsts else "".join(_unique(f for f in firsts if f)),
         )
 
     def concat(self) -> _Piece:
         parts: list[_Piece] = []
         while self.peek() not in ("", "|", ")"):
             parts.append(self.repeat())
+        if not self.flags.ignore_case:
+            parts = _one_sided_boundaries(parts)
         anchored = bool(parts) and parts[0].anchored
         at_end = bool(parts) and parts[-1].at_end
         java = "".join(p.java for p in parts)
-        return _Piece(java, all(p.nullable for p in parts), anchored, at_end)
+        return _Piece(java, all(p.nullable for p in parts), anchored, at_end, _first(parts))
 
     def repeat(self) -> _Piece:
         if self.peek() in ("*", "+", "?") or self._counted() is not None:
@@ -191,7 +211,11 @@ class _Parser:
             self.optional.update(range(first_group + 1, self.groups + 1))
         bare = not quantifier
         return _Piece(
-            atom.java + quantifier, nullable, atom.anchored and bare, atom.at_end and bare
+            atom.java + quantifier,
+            nullable,
+            atom.anchored and bare,
+            atom.at_end and bare,
+            atom.first,
         )
 
     def _quantifier(self, atom: _Piece) -> tuple[str, bool]:
@@ -231,20 +255,21 @@ class _Parser:
         if char == "(":
             return self.group()
         if char == "[":
-            return _Piece(self.bracket(), False)
+            java = self.bracket()
+            return _Piece(java, False, first=None if java.startswith("[^") else java[1:-1])
         if char == "\\":
             return self.escape()
         if char == ".":
             return _Piece(".", False)
         if char == "^":
             if self.flags.multiline:
-                return _Piece("(?:\\A|(?<=\\n))", True)
-            return _Piece("\\A", True, anchored=True)
+                return _Piece("(?:\\A|(?<=\\n))", True, first="")
+            return _Piece("\\A", True, anchored=True, first="")
         if char == "$":
             if self.flags.multiline:
-                return _Piece("(?=\\n|\\z)", True)
-            return _Piece("\\z", True, at_end=True)
-        return _Piece(_literal(char), False)
+                return _Piece("(?=\\n|\\z)", True, first="")
+            return _Piece("\\z", True, at_end=True, first="")
+        return self._literal_piece(char)
 
     def group(self) -> _Piece:
         capturing = True
@@ -257,7 +282,9 @@ class _Parser:
             self.fail("missing ')'")
         self.pos += 1
         opener = "(" if capturing else "(?:"
-        return _Piece(opener + inner.java + ")", inner.nullable, inner.anchored, inner.at_end)
+        return _Piece(
+            opener + inner.java + ")", inner.nullable, inner.anchored, inner.at_end, inner.first
+        )
 
     def _group_kind(self) -> bool:
         """Consume ``?:`` or a group name; True if the group captures."""
@@ -280,14 +307,19 @@ class _Parser:
         char = self.peek()
         self.pos += 1
         if char in _CLASSES:
-            return _Piece(f"[{_CLASSES[char]}]", False)
+            return _Piece(f"[{_CLASSES[char]}]", False, first=_CLASSES[char])
         if char.lower() in _CLASSES:
             return _Piece(f"[^{_CLASSES[char.lower()]}]", False)
         if char in ("b", "B"):
-            return _Piece(_WORD_BOUNDARY if char == "b" else _NOT_WORD_BOUNDARY, True)
+            return _Piece(_WORD_BOUNDARY if char == "b" else _NOT_WORD_BOUNDARY, True, first="")
         if char in ("A", "z"):
-            return _Piece("\\" + char, True, anchored=char == "A", at_end=char == "z")
-        return _Piece(_literal(self._escaped_char(char)), False)
+            return _Piece("\\" + char, True, anchored=char == "A", at_end=char == "z", first="")
+        return self._literal_piece(self._escaped_char(char))
+
+    def _literal_piece(self, char: str) -> _Piece:
+        """One literal character; what it begins with is unknown under ``(?i)`` (folding)."""
+        first = None if self.flags.ignore_case else _class_literal(char)
+        return _Piece(_literal(char), False, first=first)
 
     def _escaped_char(self, char: str) -> str:
         """The character ``\\<char>`` stands for (after a backslash, outside anchors/classes)."""
@@ -365,6 +397,50 @@ def _may_skip(quantifier: str) -> bool:
     (True, False, True, False)
     """
     return quantifier[0] in "*?" or quantifier.startswith(("{0}", "{0,"))
+
+
+def _first(parts: list[_Piece]) -> str | None:
+    """What a sequence's match can begin with: its pieces' up to the first that must consume."""
+    items = []
+    for part in parts:
+        if part.first is None:
+            return None
+        items.append(part.first)
+        if not part.nullable:
+            return "".join(_unique(i for i in items if i))
+    return None  # the sequence can match empty, anywhere
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _one_sided_boundaries(parts: list[_Piece]) -> list[_Piece]:
+    """``\\b`` beside a literal word character as the one look-around that can still fail.
+
+    Before ``j`` a boundary can only be "no word character before"; after ``n``, "none
+    after": the same matches, but one character test per position tried instead of four,
+    which Java's regex pays at every position of the text (a script parsed for the tables it
+    names spent most of its time there). Only without ``(?i)``: folding Unicode case, Java
+    matches ``k`` to the Kelvin sign, which is no ASCII word character.
+
+    >>> [p.java for p in _one_sided_boundaries([_Piece(_WORD_BOUNDARY, True), _Piece("j", False)])]
+    ['(?<![0-9A-Za-z_])', 'j']
+    """
+    out = list(parts)
+    for i, part in enumerate(parts):
+        if part.java != _WORD_BOUNDARY:
+            continue
+        if i + 1 < len(parts) and _word_literal(parts[i + 1]):
+            out[i] = _Piece(_NOT_AFTER_WORD, True, first="")
+        elif i > 0 and _word_literal(parts[i - 1]):
+            out[i] = _Piece(_NOT_BEFORE_WORD, True, first="")
+    return out
+
+
+def _word_literal(part: _Piece) -> bool:
+    """One literal ASCII word character, not optional: it is there whenever the match is."""
+    return len(part.java) == 1 and part.java in _WORD_CHARS and not part.nullable
 
 
 def _literal(char: str) -> str:

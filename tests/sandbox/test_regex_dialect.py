@@ -21,12 +21,24 @@ BOUNDARY = f"(?:(?<=[{WORD}])(?![{WORD}])|(?<![{WORD}])(?=[{WORD}]))"
         (r"\d+\s\w", "", r"(?d)[0-9]+[\t\n\f\r ][0-9A-Za-z_]"),
         (r"\D\S\W", "", r"(?d)[^0-9][^\t\n\f\r ][^0-9A-Za-z_]"),
         (r"[\d.]+", "", "(?d)[0-9.]+"),
-        # RE2's \b is an ASCII word boundary; Java's is Unicode-aware on some JDKs
-        (r"\bjoin\b", "", f"(?d){BOUNDARY}join{BOUNDARY}"),
+        # RE2's \b is an ASCII word boundary; Java's is Unicode-aware on some JDKs. Beside a
+        # literal word character only one side can fail, so only that side is tested
+        (r"\bjoin\b", "", rf"(?d)(?=[j])(?:(?<![{WORD}])join(?![{WORD}]))"),
+        (r"(?i)\bjoin\b", "", f"(?diu){BOUNDARY}join{BOUNDARY}"),
+        (r"\b(a)|a*\b|\b.", "", f"(?d){BOUNDARY}(a)|a*{BOUNDARY}|{BOUNDARY}."),
+        (r"a?\bb", "", rf"(?d)a?(?<![{WORD}])b"),
         # $ is the end of the text in RE2, also "before a final newline" in Java
         (r"\.0+$", "", r"(?d)\.0+\z"),
-        ("^a|b", "", r"(?d)\Aa|b"),
-        ("(?m)^a$", "", r"(?d)(?:\A|(?<=\n))a(?=\n|\z)"),
+        ("^a|b", "", r"(?d)(?=[ab])(?:\Aa|b)"),
+        ("(?m)^a$", "", r"(?d)(?=[a])(?:(?:\A|(?<=\n))a(?=\n|\z))"),
+        # a match that starts with look-arounds or alternatives is first ruled out by what it
+        # can begin with (one class test per position); not with ., a negated class or (?i)
+        (r"(?m)^\s*from", "", r"(?d)(?=[\t\n\f\r f])(?:(?:\A|(?<=\n))[\t\n\f\r ]*from)"),
+        ("ab|c?d|[x-z]", "", "(?d)(?=[acdx-z])(?:ab|c?d|[x-z])"),
+        ("a|.", "", "(?d)a|."),
+        ("a|[^b]", "", "(?d)a|[^b]"),
+        ("a|b*", "", "(?d)a|b*"),
+        ("a|b", "i", "(?diu)a|b"),
         # (?d): . excludes only \n, as in RE2; (?iu): Unicode case folding, as in RE2
         ("(?i)a.b", "", "(?diu)a.b"),
         ("(?s)a.b", "", "(?ds)a.b"),
