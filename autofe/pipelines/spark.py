@@ -549,11 +549,14 @@ that Spark optimises the plan quickly and a failing feature costs a few reruns o
 FEATURE_STAGING = "_autofe_feature_staging"
 """Folder under the tables where the executors leave feature values for the store (removed
 after): the tables' folder is the one place the driver and every executor are known to share."""
-STAGED_SCHEMA = (
-    "`feature` INT, `run_id` STRING, `v_long` BIGINT, `v_double` DOUBLE, `v_bool` BOOLEAN, "
-    "`v_text` STRING"
+STAGED_VALUES = (
+    ("v_long", "bigint"),
+    ("v_double", "double"),
+    ("v_bool", "boolean"),
+    ("v_text", "string"),
 )
-"""One row per feature and run: the value in the column of its kind, the others NULL."""
+"""A staged row is ``feature INT, run_id STRING`` and these columns: one row per feature and
+run, the value in the column of its kind, the others NULL."""
 KIND_COLUMN: dict[Kind, str] = {
     "long": "v_long",
     "double": "v_double",
@@ -708,7 +711,7 @@ class SparkFeatures:
 
 @dataclass(frozen=True)
 class _Planned:
-    """A feature Spark has analysed, in the staged form (:data:`STAGED_SCHEMA`)."""
+    """A feature Spark has analysed, in the staged form (:data:`STAGED_VALUES`)."""
 
     index: int
     name: str
@@ -735,10 +738,10 @@ def materialize_on_spark(
 
     Every feature Spark can plan runs in one action per ``batch_features`` features: their
     queries unioned in one long form and written as Parquet by the executors into a staging
-    folder under ``tables`` (which the driver and the executors must share), then counted on
-    the driver one feature at a time. Nothing reaches the driver but Parquet files it reads
-    one feature at a time. A batch that fails
-    runs again in halves, down to the failing feature, which alone is refused.
+    folder under ``tables`` (which the driver and the executors must share). The driver
+    counts those files with DuckDB, one feature at a time; no value passes through Spark's
+    driver. A batch that fails runs again in halves, down to the failing feature, which alone
+    is refused.
 
     Args:
         specs: the features.
@@ -922,7 +925,8 @@ def _is_run_id(data_type: Any) -> bool:
 
 
 def _long_form(frame: Any, index: int, kind: Kind) -> Any:
-    """``frame``'s first two columns as :data:`STAGED_SCHEMA` rows, those with a run id."""
+    """``frame``'s first two columns as staged rows (:data:`STAGED_VALUES`), those with a run
+    id."""
     functions, _ = _sql_functions()
     named = frame.toDF(*(f"_c{i}" for i in range(len(frame.columns))))
     value = _staged_value(functions.col("_c1"), frame.schema.fields[1].dataType)
@@ -930,12 +934,7 @@ def _long_form(frame: Any, index: int, kind: Kind) -> Any:
         functions.lit(index).cast("int").alias("feature"),
         functions.col("_c0").cast("string").alias("run_id"),
     ]
-    for column, spark_type in (
-        ("v_long", "bigint"),
-        ("v_double", "double"),
-        ("v_bool", "boolean"),
-        ("v_text", "string"),
-    ):
+    for column, spark_type in STAGED_VALUES:
         cell = value if column == KIND_COLUMN[kind] else functions.lit(None)
         columns.append(cell.cast(spark_type).alias(column))
     return named.select(*columns).where(functions.col("run_id").isNotNull())

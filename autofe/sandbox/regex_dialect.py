@@ -19,6 +19,7 @@ guessed at.
 
 from __future__ import annotations
 
+import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ _WORD_BOUNDARY = f"(?:(?<=[{WORD}])(?![{WORD}])|(?<![{WORD}])(?=[{WORD}]))"
 _NOT_WORD_BOUNDARY = f"(?:(?<=[{WORD}])(?=[{WORD}])|(?<![{WORD}])(?![{WORD}]))"
 _NOT_AFTER_WORD = f"(?<![{WORD}])"
 _NOT_BEFORE_WORD = f"(?![{WORD}])"
-_WORD_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_WORD_CHARS = frozenset(string.ascii_letters + string.digits + "_")  # what WORD spells
 _PLAIN = frozenset(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ ,:;'\"%=<>@/~`!"
 )
@@ -84,6 +85,8 @@ class _Piece:
     first: str | None = None
     """The characters a match can begin with, as the inside of a Java bracket class (empty for
     a piece that consumes nothing); None if unknown (``.``, a negated class, a case fold)."""
+    alternatives: int = 1
+    """Top-level alternatives (``a|b`` has two)."""
 
 
 def re2_to_java(pattern: str, options: str = "") -> JavaRegex:
@@ -113,7 +116,7 @@ def re2_to_java(pattern: str, options: str = "") -> JavaRegex:
     optional = frozenset(parser.optional)
     single = body.anchored or (body.at_end and not body.nullable)
     java = body.java
-    costly_start = parser.branches > 1 or java.startswith(("(?:", "(?<", "(?=", "(?!"))
+    costly_start = body.alternatives > 1 or java.startswith(("(?:", "(?<", "(?=", "(?!"))
     if costly_start and body.first and not body.nullable and not body.anchored:
         # Java tries a match at every position; a look-around or several alternatives first
         # cost many tests where one class test rules most positions out
@@ -160,8 +163,6 @@ class _Parser:
         self.flags = flags
         self.groups = 0
         self.optional: set[int] = set()
-        self.branches = 1
-        """Alternatives of the alternation parsed last: once parsing ends, the whole pattern's."""
 
     def fail(self, why: str) -> None:
         raise Untranspilable(f"regular expression {self.text!r}: {why} (at offset {self.pos})")
@@ -178,14 +179,13 @@ class _Parser:
             branches.append(self.concat())
         if len(branches) > 1:
             self.optional.update(range(first_group + 1, self.groups + 1))
-        self.branches = len(branches)
-        firsts = [b.first for b in branches]
         return _Piece(
             "|".join(b.java for b in branches),
             any(b.nullable for b in branches),
             all(b.anchored for b in branches),
             all(b.at_end for b in branches),
-            None if None in firsts else "".join(_unique(f for f in firsts if f)),
+            _union(b.first for b in branches),
+            len(branches),
         )
 
     def concat(self) -> _Piece:
@@ -401,18 +401,16 @@ def _may_skip(quantifier: str) -> bool:
 
 def _first(parts: list[_Piece]) -> str | None:
     """What a sequence's match can begin with: its pieces' up to the first that must consume."""
-    items = []
-    for part in parts:
-        if part.first is None:
-            return None
-        items.append(part.first)
+    for end, part in enumerate(parts, 1):
         if not part.nullable:
-            return "".join(_unique(i for i in items if i))
+            return _union(p.first for p in parts[:end])
     return None  # the sequence can match empty, anywhere
 
 
-def _unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))
+def _union(firsts: Iterable[str | None]) -> str | None:
+    """Class contents joined (each once); None if any is unknown."""
+    known = list(firsts)
+    return None if None in known else "".join(dict.fromkeys(f for f in known if f))
 
 
 def _one_sided_boundaries(parts: list[_Piece]) -> list[_Piece]:
