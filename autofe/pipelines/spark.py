@@ -72,12 +72,17 @@ SHUFFLE_PARTITIONS_PER_CORE = 8
 suit a cluster; on one machine each exchange then writes and schedules 200 small tasks, a cost
 that does not shrink with the data. The example catalog on ``local[2]`` with 16 instead of 200:
 371.7 s → 321.7 s at 100 k runs, 1,289.2 s → 1,035.5 s at 1 M (docs/results.md, session 31)."""
-COALESCE_PARTITIONS = "spark.sql.adaptive.coalescePartitions.enabled"
-"""Off for a ``local[N]`` master, unless the user sets it: adaptive execution would merge those
-partitions up to 64 MB each, and a shuffle of a million narrow rows (tens of MB) then runs as
-one task, on one core, holding rows in the heap as it goes. The example catalog at 1 M runs: a
-batch of its eleven ratio features ran the 1 GB driver out of heap with merging and took 64.6 s
-without (docs/results.md, session 33)."""
+MERGED_PARTITIONS = {
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "4m",
+}
+"""For a ``local[N]`` master, unless the user sets them: adaptive execution merges small shuffle
+partitions up to 4 MB each. By default it merges them by the cores (``parallelismFirst``), so a
+shuffle of a million narrow rows (tens of MB) ran as one task per core, each holding hundreds
+of thousands of rows in the heap: a batch of the example's eleven ratio features at 1 M runs
+ran the 1 GB driver out of heap. With the 4 MB target it takes 52.6 s; not merging at all
+avoided it too, but cost 27 % at 100 k runs, where most shuffles are small (docs/results.md,
+session 33)."""
 JVM_START_S = 60.0
 """Allowance for launching Spark's JVM, on top of ``connect_timeout_s``, before giving up."""
 EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
@@ -134,7 +139,7 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     cores = _local_cores(settings.master)
     if cores is not None:
         defaults["spark.sql.shuffle.partitions"] = str(SHUFFLE_PARTITIONS_PER_CORE * cores)
-        defaults[COALESCE_PARTITIONS] = "false"
+        defaults.update(MERGED_PARTITIONS)
     return {**defaults, **settings.conf, **PINNED_SPARK_CONF}
 
 

@@ -26,8 +26,8 @@ from autofe.ingest.eventlog.files import find_event_logs
 from autofe.ingest.log_rows import log_rows, source_digest
 from autofe.modeling.compute import compute_values
 from autofe.pipelines.spark import (
-    COALESCE_PARTITIONS,
     INSTALL_HINT,
+    MERGED_PARTITIONS,
     Refusal,
     SparkFeatures,
     SparkSettings,
@@ -83,18 +83,20 @@ def test_a_local_master_gets_shuffle_partitions_for_its_cores_unless_the_user_se
     assert partitions("local[2]", **{"spark.sql.shuffle.partitions": "200"}) == "200"
 
 
-def test_a_local_master_keeps_its_partitions_apart_unless_the_user_merges_them() -> None:
-    """Adaptive execution merging a local master's partitions up to 64 MB ran a batch of the
-    example's ratio features out of the 1 GB driver at 1 M runs (docs/results.md, session 33)."""
+def test_a_local_master_merges_partitions_up_to_4_mb_unless_the_user_says_otherwise() -> None:
+    """Merging by the cores ran a batch of the example's ratio features out of the 1 GB driver
+    at 1 M runs (docs/results.md, session 33)."""
+    target = "spark.sql.adaptive.advisoryPartitionSizeInBytes"
 
-    def merging(master: str, **conf: str) -> str | None:
-        return session_conf(SparkSettings(master=master, conf=conf)).get(COALESCE_PARTITIONS)
+    def merging(master: str, **conf: str) -> dict[str, str]:
+        found = session_conf(SparkSettings(master=master, conf=conf))
+        return {k: found[k] for k in MERGED_PARTITIONS if k in found}
 
-    assert merging("local[2]") == "false"
-    assert merging("local") == "false"
-    assert merging("local[*]") is None  # its partitions are Spark's 200, merged as Spark does
-    assert merging("spark://10.0.0.5:7077") is None
-    assert merging("local[2]", **{COALESCE_PARTITIONS: "true"}) == "true"
+    assert merging("local[2]") == MERGED_PARTITIONS
+    assert merging("local")[target] == "4m"
+    assert merging("local[*]") == {}  # its partitions are Spark's 200, merged as Spark does
+    assert merging("spark://10.0.0.5:7077") == {}
+    assert merging("local[2]", **{target: "64m"})[target] == "64m"
 
 
 def test_without_pyspark_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
