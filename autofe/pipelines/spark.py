@@ -81,7 +81,7 @@ partitions up to 4 MB each. By default it merges them by the cores (``parallelis
 shuffle of a million narrow rows (tens of MB) ran as one task per core, each holding hundreds
 of thousands of rows in the heap: a batch of the example's eleven ratio features at 1 M runs
 ran the 1 GB driver out of heap. With the 4 MB target it takes 52.6 s; not merging at all
-avoided it too, but cost 27 % at 100 k runs, where most shuffles are small (docs/results.md,
+avoided it too, but cost 24 % at 100 k runs, where most shuffles are small (docs/results.md,
 session 33)."""
 JVM_START_S = 60.0
 """Allowance for launching Spark's JVM, on top of ``connect_timeout_s``, before giving up."""
